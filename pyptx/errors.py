@@ -1,0 +1,67 @@
+"""Every exception pyptx raises on purpose.  Users catch `PyptxError` to catch them all."""
+from __future__ import annotations
+
+
+class PyptxError(Exception):
+    """Base class of every pyptx exception."""
+
+
+class CompileError(PyptxError, SyntaxError):
+    """Bad user code.  Points at the user's file, line and column (1-based line, 1-based col).
+
+    `str(err)` is ``file:line:col: message`` followed by the source line and a caret.
+    """
+
+    def __init__(self, message: str, filename: str | None = None, lineno: int | None = None,
+                 offset: int | None = None, source_line: str | None = None):
+        SyntaxError.__init__(self, message)
+        self.msg = message
+        self.filename = filename
+        self.lineno = lineno
+        self.offset = offset
+        self.text = source_line
+
+    def __str__(self) -> str:
+        where = f"{self.filename or '<unknown>'}:{self.lineno or 0}:{self.offset or 0}"
+        out = f"{where}: {self.msg}"
+        if self.text:
+            line = self.text.rstrip("\n")
+            stripped = line.lstrip()
+            indent = len(line) - len(stripped)
+            col = max((self.offset or 1) - 1 - indent, 0)
+            out += f"\n    {stripped}\n    {' ' * col}^"
+        return out
+
+
+class LaunchError(PyptxError):
+    """A launch that cannot run: bad arguments, bad geometry, partial barriers, unknown PTX."""
+
+
+class DeviceError(PyptxError):
+    """The GPU/driver failed or is missing.  Carries the driver's error name and JIT log."""
+
+    def __init__(self, message: str, error_name: str | None = None, jit_log: str | None = None):
+        super().__init__(message)
+        self.error_name = error_name
+        self.jit_log = jit_log
+
+
+class MemoryFault(PyptxError):
+    """An out-of-bounds access caught by the CPU executor's memcheck."""
+
+    def __init__(self, message: str, *, kernel: str | None = None, ptx_line: int | None = None,
+                 source_line: int | None = None, block=None, thread=None, address: int | None = None,
+                 space: str | None = None, nearest: str | None = None):
+        super().__init__(message)
+        self.kernel = kernel
+        self.ptx_line = ptx_line
+        self.source_line = source_line
+        self.block = block
+        self.thread = thread
+        self.address = address
+        self.space = space
+        self.nearest = nearest
+
+
+class ToolchainError(PyptxError):
+    """No ptxas was found, or ptxas rejected the PTX."""

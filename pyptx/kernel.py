@@ -1,0 +1,90 @@
+"""`@pyptx.kernel` and `@pyptx.func`: the user's handles on a DSL function.
+
+A `Kernel` holds the Python function, default compile options and the constexpr values fixed by
+`specialize`; it compiles lazily (once per distinct types/constexprs/arch, cached on the object)
+and launches with `k[grid, block](*args)`.  A `DeviceFunction` is only ever inlined into kernels.
+"""
+from __future__ import annotations
+
+import functools
+
+
+class DeviceFunction:
+    """A `@pyptx.func`: callable from kernels and other funcs (inlined), never launched."""
+
+    def __init__(self, py_func, *, inline: bool = True):
+        self.py_func = py_func
+        self.name = py_func.__name__
+        self.inline = inline
+        functools.update_wrapper(self, py_func)
+
+    def __call__(self, *args, **kwargs):
+        # Outside a kernel, a device function is just its Python body (useful for testing).
+        return self.py_func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<pyptx.DeviceFunction {self.name}>"
+
+
+class Kernel:
+    """A `@pyptx.kernel`.  `k[grid, block](*args, stream=None, shared_mem=0)` launches it."""
+
+    def __init__(self, py_func, *, fma: bool = True, opt_level: int = 2,
+                 constexprs: dict | None = None, signature=None, name: str | None = None):
+        self.py_func = py_func
+        self.name = name or py_func.__name__
+        self.fma = fma
+        self.opt_level = opt_level
+        self.constexprs = dict(constexprs or {})
+        self.signature = signature
+        self._cache: dict = {}          # (arch, types, constexprs, opts) -> CompiledKernel
+        functools.update_wrapper(self, py_func)
+
+    def specialize(self, **constexprs) -> "Kernel":
+        """A new Kernel with some constexpr parameters fixed: `k.specialize(BLOCK=128)`."""
+        merged = {**self.constexprs, **constexprs}
+        return Kernel(self.py_func, fma=self.fma, opt_level=self.opt_level, constexprs=merged,
+                      signature=self.signature, name=self.name)
+
+    def __getitem__(self, config) -> "_LaunchConfig":
+        if not isinstance(config, tuple) or len(config) != 2:
+            from .errors import LaunchError
+            raise LaunchError(f"launch {self.name} as kernel[grid, block](...), "
+                              f"got kernel[{config!r}]")
+        return _LaunchConfig(self, config[0], config[1])
+
+    def __call__(self, *args, **kwargs):
+        from .errors import LaunchError
+        raise LaunchError(f"a kernel is launched with a grid and block: "
+                          f"{self.name}[grid, block](...)")
+
+    def __repr__(self) -> str:
+        return f"<pyptx.Kernel {self.name}>"
+
+
+class _LaunchConfig:
+    __slots__ = ("kernel", "grid", "block")
+
+    def __init__(self, kernel: Kernel, grid, block):
+        self.kernel = kernel
+        self.grid = grid
+        self.block = block
+
+    def __call__(self, *args, stream=None, shared_mem: int = 0):
+        from .runtime.launch import launch
+        return launch(self.kernel, self.grid, self.block, args, stream=stream,
+                      shared_mem=shared_mem)
+
+
+def kernel(fn=None, *, fma: bool = True, opt_level: int = 2, signature=None):
+    """Decorator: `@pyptx.kernel` or `@pyptx.kernel(fma=False, opt_level=1)`."""
+    if fn is None:
+        return lambda f: Kernel(f, fma=fma, opt_level=opt_level, signature=signature)
+    return Kernel(fn, fma=fma, opt_level=opt_level, signature=signature)
+
+
+def func(fn=None, *, inline: bool = True):
+    """Decorator: `@pyptx.func` marks a device function (inlined into its callers)."""
+    if fn is None:
+        return lambda f: DeviceFunction(f, inline=inline)
+    return DeviceFunction(fn, inline=inline)

@@ -1,0 +1,196 @@
+"""The pyptx type system: one table of scalar types, array and pointer types, NumPy-2 promotion.
+
+Everything that needs "what is the PTX suffix / register class / numpy dtype of i16" reads the
+row in `SCALARS`; nothing else hard-codes those facts.
+
+A scalar type object is also the user-facing DSL name: `pyptx.f32` is `SCALARS['f32']`.
+`f32[:]` / `f32[:, :]` give an `ArrayType`; `f32(x)` inside a kernel is a cast (outside a kernel
+it returns the numpy scalar, which is handy in tests).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class ScalarType:
+    """One row of the scalar table.
+
+    kind:       'int' (signed), 'uint', 'float', 'bool'
+    bits:       value width (bool: 1 in registers, 8 in memory)
+    ptx:        the PTX type suffix for arithmetic/ld/st ('s32', 'u8', 'f16', 'pred', ...)
+    bitsuffix:  the untyped suffix of the same width for mov/shfl/ld ('b32', 'b16', ...)
+    reg:        the `.reg` type a value of this type lives in (i8/u8 live in 16-bit registers)
+    reg_prefix: register name prefix used by the backend ('%r', '%rd', '%f', ...)
+    mem_bytes:  bytes in memory
+    """
+    name: str
+    kind: str
+    bits: int
+    dtype: np.dtype
+    ptx: str
+    bitsuffix: str
+    reg: str
+    reg_prefix: str
+    mem_bytes: int
+
+    # --- DSL sugar -------------------------------------------------------------------------
+    def __getitem__(self, item) -> "ArrayType":
+        """`f32[:]`, `f32[:, :]`, `f32[:, :, :]` -> ArrayType."""
+        items = item if isinstance(item, tuple) else (item,)
+        if not items or not all(isinstance(s, slice) and s == slice(None) for s in items):
+            raise TypeError(f"array annotations are written {self.name}[:], {self.name}[:, :] ...")
+        if len(items) > 3:
+            raise TypeError("arrays have at most 3 dimensions")
+        return ArrayType(self, len(items))
+
+    def __call__(self, value=0):
+        """Outside a kernel, `f32(1.5)` is `np.float32(1.5)`; inside a kernel it is a cast."""
+        return self.dtype.type(value)
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ScalarType) and other.name == self.name
+
+    def __reduce__(self):
+        return (scalar, (self.name,))
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "int"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "bool"
+
+
+def _row(name, kind, bits, dtype, ptx, bitsuffix, reg, prefix, mem):
+    return ScalarType(name, kind, bits, np.dtype(dtype), ptx, bitsuffix, reg, prefix, mem)
+
+
+#: The scalar table.  Order matters only for printing.
+SCALARS: dict[str, ScalarType] = {t.name: t for t in [
+    #    name    kind     bits dtype      ptx     bits   .reg    prefix  mem
+    _row("bool_", "bool",  1,  np.bool_,  "pred", "pred", ".pred", "%p",  1),
+    _row("i8",   "int",    8,  np.int8,   "s8",   "b8",  ".b16", "%rs", 1),
+    _row("i16",  "int",    16, np.int16,  "s16",  "b16", ".b16", "%rs", 2),
+    _row("i32",  "int",    32, np.int32,  "s32",  "b32", ".b32", "%r",  4),
+    _row("i64",  "int",    64, np.int64,  "s64",  "b64", ".b64", "%rd", 8),
+    _row("u8",   "uint",   8,  np.uint8,  "u8",   "b8",  ".b16", "%rs", 1),
+    _row("u16",  "uint",   16, np.uint16, "u16",  "b16", ".b16", "%rs", 2),
+    _row("u32",  "uint",   32, np.uint32, "u32",  "b32", ".b32", "%r",  4),
+    _row("u64",  "uint",   64, np.uint64, "u64",  "b64", ".b64", "%rd", 8),
+    _row("f16",  "float",  16, np.float16, "f16", "b16", ".b16", "%h",  2),
+    _row("f32",  "float",  32, np.float32, "f32", "b32", ".f32", "%f",  4),
+    _row("f64",  "float",  64, np.float64, "f64", "b64", ".f64", "%fd", 8),
+]}
+
+bool_ = SCALARS["bool_"]
+i8, i16, i32, i64 = (SCALARS[n] for n in ("i8", "i16", "i32", "i64"))
+u8, u16, u32, u64 = (SCALARS[n] for n in ("u8", "u16", "u32", "u64"))
+f16, f32, f64 = (SCALARS[n] for n in ("f16", "f32", "f64"))
+
+_BY_DTYPE: dict[np.dtype, ScalarType] = {t.dtype: t for t in SCALARS.values()}
+
+
+def scalar(name: str) -> ScalarType:
+    """Look a scalar type up by name ('f32', 'bool_'; 'bool' is accepted too)."""
+    if name == "bool":
+        name = "bool_"
+    return SCALARS[name]
+
+
+def from_dtype(dtype) -> ScalarType:
+    """numpy dtype (or anything np.dtype accepts) -> ScalarType.  KeyError if unsupported."""
+    return _BY_DTYPE[np.dtype(dtype)]
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    """A C-contiguous global-memory array parameter: element type and number of dimensions."""
+    dtype: ScalarType
+    ndim: int
+
+    def __repr__(self) -> str:
+        return f"{self.dtype.name}[{', '.join([':'] * self.ndim)}]"
+
+
+@dataclass(frozen=True)
+class PtrType:
+    """An IR pointer: a 64-bit address into `space` ('global', 'shared', 'local') of `elem`s."""
+    space: str
+    elem: ScalarType
+
+    def __repr__(self) -> str:
+        return f"ptr.{self.space}<{self.elem.name}>"
+
+
+class _Constexpr:
+    """Annotation marker: `n: pyptx.constexpr` is a compile-time parameter."""
+
+    def __repr__(self) -> str:
+        return "constexpr"
+
+
+constexpr = _Constexpr()
+
+
+# --- promotion ---------------------------------------------------------------------------------
+
+def promote(a: ScalarType, b: ScalarType) -> ScalarType:
+    """NumPy 2 promotion of two strongly typed values (`np.result_type`)."""
+    return from_dtype(np.result_type(a.dtype, b.dtype))
+
+
+def promote_weak(strong: ScalarType, literal) -> ScalarType:
+    """NumPy 2 (NEP 50) promotion of a typed value with a weak Python literal.
+
+    Raises OverflowError when an int literal does not fit the integer type (as numpy does).
+    """
+    if isinstance(literal, bool):
+        return from_dtype(np.result_type(strong.dtype, np.bool_)) if strong.is_bool else strong
+    if isinstance(literal, int):
+        if strong.is_bool:
+            return literal_type(literal)
+        if strong.is_int:
+            info = np.iinfo(strong.dtype)
+            if not info.min <= literal <= info.max:
+                raise OverflowError(f"Python integer {literal} out of bounds for {strong.name}")
+        return strong
+    if isinstance(literal, float):
+        # numpy 2: a weak float keeps a float type; with an int or bool it gives float64.
+        return strong if strong.is_float else f64
+    raise TypeError(f"unsupported literal {literal!r}")
+
+
+def literal_type(value) -> ScalarType:
+    """The type a Python literal has on its own: bool -> bool_, int -> i32 (i64 if too big),
+    float -> f32."""
+    if isinstance(value, bool):
+        return bool_
+    if isinstance(value, int):
+        if -2**31 <= value < 2**31:
+            return i32
+        if -2**63 <= value < 2**63:
+            return i64
+        if 0 <= value < 2**64:
+            return u64
+        raise OverflowError(f"integer literal {value} does not fit in 64 bits")
+    if isinstance(value, float):
+        return f32
+    raise TypeError(f"unsupported literal {value!r}")
