@@ -1,0 +1,130 @@
+"""`pyptx.to_device(arr)` → `DeviceArray`: an array that stays resident between launches.
+
+On the GPU it owns device memory (freed when the object is garbage-collected) and exposes
+`__cuda_array_interface__`, so CuPy/PyTorch/Numba can use it too.  On the CPU executor it wraps
+a private host copy, so code written against DeviceArray behaves the same on both devices:
+results are visible only through `copy_to_host()`.
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from . import driver
+
+
+class DeviceArray:
+    """A C-contiguous array on the launch device.  Build it with `pyptx.to_device`."""
+
+    __slots__ = ("shape", "dtype", "_host", "_ptr", "_nbytes", "__weakref__", "_finalizer")
+
+    def __init__(self, shape, dtype, *, host: np.ndarray | None = None, ptr: int = 0):
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self._host = host              # CPU device: the private copy the executor works on
+        self._ptr = ptr                # GPU device: the device address (0 for an empty array)
+        self._nbytes = self.size * self.dtype.itemsize
+        self._finalizer = None
+        if ptr:
+            self._finalizer = weakref.finalize(self, driver.mem_free, ptr, driver.context())
+
+    # -- numpy-like description --------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self._nbytes
+
+    @property
+    def on_gpu(self) -> bool:
+        return self._host is None
+
+    @property
+    def device_pointer(self) -> int:
+        """The device address (GPU only)."""
+        if self._host is not None:
+            raise AttributeError("a DeviceArray on the CPU executor has no device pointer")
+        return self._ptr
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d DeviceArray")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        where = "cpu" if self._host is not None else "gpu"
+        return f"<pyptx.DeviceArray shape={self.shape} dtype={self.dtype} on {where}>"
+
+    # -- transfers -----------------------------------------------------------------------------
+    def copy_to_host(self, out: np.ndarray | None = None) -> np.ndarray:
+        """A new numpy array with the contents (or fill `out`, same shape/dtype, C-contiguous)."""
+        if out is None:
+            out = np.empty(self.shape, self.dtype)
+        elif (out.shape != self.shape or out.dtype != self.dtype
+              or not out.flags.c_contiguous or not out.flags.writeable):
+            raise ValueError(f"copy_to_host(out=...) needs a writable C-contiguous "
+                             f"{self.dtype} array of shape {self.shape}")
+        if self._host is not None:
+            np.copyto(out, self._host)
+        elif self._nbytes:
+            driver.memcpy_dtoh(out.ctypes.data, self._ptr, self._nbytes)
+        return out
+
+    def copy_from_host(self, arr) -> None:
+        """Overwrite the contents with `arr` (same shape and dtype)."""
+        arr = np.ascontiguousarray(arr)
+        if arr.shape != self.shape or arr.dtype != self.dtype:
+            raise ValueError(f"copy_from_host needs a {self.dtype} array of shape {self.shape}, "
+                             f"got {arr.dtype} {arr.shape}")
+        if self._host is not None:
+            np.copyto(self._host, arr)
+        elif self._nbytes:
+            driver.memcpy_htod(self._ptr, arr.ctypes.data, self._nbytes)
+
+    def free(self) -> None:
+        """Release the device memory now (the object is unusable afterwards)."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._ptr = 0
+
+    # -- interop ---------------------------------------------------------------------------------
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        if self._host is not None:
+            raise AttributeError("a DeviceArray on the CPU executor is not CUDA memory")
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self._ptr, False),
+                "strides": None, "version": 3}
+
+
+def to_device(arr, dtype=None) -> DeviceArray:
+    """Copy a numpy array (or anything `np.asarray` takes) to the launch device."""
+    from .launch import device
+    host = np.ascontiguousarray(arr, dtype=dtype)
+    if device() == "cpu":
+        return DeviceArray(host.shape, host.dtype, host=host.copy())
+    ptr = driver.mem_alloc(host.nbytes) if host.nbytes else 0
+    out = DeviceArray(host.shape, host.dtype, ptr=ptr)
+    if host.nbytes:
+        driver.memcpy_htod(ptr, host.ctypes.data, host.nbytes)
+    return out
+
+
+def device_empty(shape, dtype) -> DeviceArray:
+    """An uninitialised DeviceArray (zeros on the CPU executor)."""
+    from .launch import device
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    dt = np.dtype(dtype)
+    if device() == "cpu":
+        return DeviceArray(shape, dt, host=np.zeros(shape, dt))
+    n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    return DeviceArray(shape, dt, ptr=driver.mem_alloc(n) if n else 0)

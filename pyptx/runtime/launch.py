@@ -1,0 +1,446 @@
+"""`k[grid, block](*args)`: bind, check and flatten the arguments, then run on the GPU or the CPU
+executor (SPEC §4).  Everything a launch can get wrong is raised here as `LaunchError`, before
+anything runs, on both devices alike.
+
+Speed: all per-kernel work (resolving parameter types, compiling, building one checker per
+argument) happens once per distinct launch *signature* and is kept in a `_Plan`; a repeated
+launch costs a dict lookup plus one small checker call per argument.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import operator
+import os
+
+import numpy as np
+
+from .. import types as T
+from ..errors import DeviceError, LaunchError
+from . import profile
+from .device_array import DeviceArray
+
+_MAX_BLOCK = (1024, 1024, 64)
+_MAX_GRID = (2**31 - 1, 65535, 65535)
+_MAX_THREADS = 1024
+_SHAPE_LIMIT = 2**31
+
+# ---- device choice ----------------------------------------------------------------------------
+
+_device_cache: dict = {}      # PYPTX_DEVICE value -> ('gpu' | 'cpu', reason the CPU is used)
+_generation = [0]             # bumped by driver.reset(): every cached launch plan is stale
+
+
+def invalidate_plans() -> None:
+    """Forget the device decision and every kernel's launch plans (driver swapped or reset)."""
+    _device_cache.clear()
+    _generation[0] += 1
+
+
+def device() -> str:
+    """'gpu' or 'cpu': where launches run (SPEC §4, `PYPTX_DEVICE=auto|gpu|cpu`).
+
+    Decided once per process and value of the environment variable.  With `gpu` and no usable
+    GPU this raises DeviceError saying why."""
+    mode = os.environ.get("PYPTX_DEVICE", "auto")
+    hit = _device_cache.get(mode)
+    if hit is None:
+        hit = _device_cache[mode] = _decide(mode)
+    return hit[0]
+
+
+def device_reason() -> str | None:
+    """Why launches run on the CPU executor (None when they run on the GPU or are undecided)."""
+    mode = os.environ.get("PYPTX_DEVICE", "auto")
+    try:
+        device()
+    except DeviceError as e:
+        return str(e)
+    return _device_cache[mode][1]
+
+
+def _decide(mode: str):
+    m = mode.strip().lower() or "auto"
+    if m == "cpu":
+        return ("cpu", "PYPTX_DEVICE=cpu")
+    if m not in ("auto", "gpu"):
+        raise DeviceError(f"PYPTX_DEVICE must be auto, gpu or cpu, got {mode!r}")
+    from . import driver
+    try:
+        driver.context()
+        profile.gpu_profile()           # a GPU too old for pyptx is no GPU
+        return ("gpu", None)
+    except DeviceError as e:
+        if m == "gpu":
+            raise DeviceError(f"PYPTX_DEVICE=gpu but no usable GPU: {e}",
+                              error_name=e.error_name, jit_log=e.jit_log) from None
+        return ("cpu", str(e))
+
+
+# ---- grid and block ---------------------------------------------------------------------------
+
+_dims_cache: dict = {}
+
+
+def _dims(value, what: str) -> tuple:
+    # cache only exact ints: 1.0 == 1 and (1.0,) == (1,) must not hit an int entry
+    t = type(value)
+    cacheable = t is int or (t is tuple and all(type(v) is int for v in value))
+    if cacheable:
+        hit = _dims_cache.get((what, value))
+        if hit is not None:
+            return hit
+    items = value if isinstance(value, tuple) else (value,)
+    if not 1 <= len(items) <= 3:
+        raise LaunchError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+    dims = []
+    for v in items:
+        if isinstance(v, bool) or isinstance(v, float):
+            raise LaunchError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+        try:
+            v = operator.index(v)
+        except TypeError:
+            raise LaunchError(f"{what} must be an int or a tuple of 1 to 3 ints, "
+                              f"got {value!r}") from None
+        if v < 1:
+            raise LaunchError(f"every {what} dimension must be at least 1, got {value!r}")
+        dims.append(v)
+    dims += [1] * (3 - len(dims))
+    out = tuple(dims)
+    if what == "block" and out[0] * out[1] * out[2] > _MAX_THREADS:
+        raise LaunchError(f"block {out} has {out[0] * out[1] * out[2]} threads, over the "
+                          f"limit of {_MAX_THREADS} threads per block")
+    limits = _MAX_BLOCK if what == "block" else _MAX_GRID
+    for axis, n, lim in zip("xyz", out, limits):
+        if n > lim:
+            raise LaunchError(f"{what} dimension {axis} is {n}, over the limit {lim}")
+    if cacheable:
+        if len(_dims_cache) > 4096:
+            _dims_cache.clear()
+        _dims_cache[(what, value)] = out
+    return out
+
+
+# ---- the launch -------------------------------------------------------------------------------
+
+def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
+    """Check everything, compile (cached), then run `kernel` over `grid` × `block`."""
+    g = _dims(grid, "grid")
+    b = _dims(block, "block")
+    dev = device()
+    binder = kernel.__dict__.get("_pyptx_binder")
+    if binder is None or binder.generation != _generation[0]:
+        binder = kernel.__dict__["_pyptx_binder"] = _Binder(kernel)
+    plan = binder.plan(args, dev)
+    flat = []
+    for pos, checker in plan.checkers:
+        checker(args[pos], flat)
+    if shared_mem:
+        _check_shared(plan, shared_mem, dev)
+    elif plan.static_shared > plan.shared_limit:
+        _check_shared(plan, 0, dev)
+    if dev == "cpu":
+        _cpu_launch()(plan.ck.ptx, plan.ck.name, g, b, flat, shared_mem)
+    else:
+        from . import gpu
+        gpu.launch(plan.ck, g, b, flat, shared_mem, stream)
+
+
+def _check_shared(plan, shared_mem, dev) -> None:
+    if isinstance(shared_mem, bool) or not isinstance(shared_mem, (int, np.integer)):
+        raise LaunchError(f"shared_mem must be a number of bytes (int), got {shared_mem!r}")
+    shared_mem = int(shared_mem)
+    if shared_mem < 0:
+        raise LaunchError(f"shared_mem must be >= 0, got {shared_mem}")
+    total = plan.static_shared + shared_mem
+    if total > plan.shared_limit:
+        where = "this GPU" if dev == "gpu" else "the CPU executor"
+        raise LaunchError(f"{plan.ck.name} needs {plan.static_shared} bytes of static shared "
+                          f"memory + {shared_mem} dynamic (shared_mem=) = {total} bytes, over "
+                          f"the {plan.shared_limit}-byte limit per block of {where}")
+
+
+_cpu_entry: list = []
+
+
+def _cpu_launch():
+    if not _cpu_entry:
+        from . import cpu
+        _cpu_entry.append(cpu.launch)
+    return _cpu_entry[0]
+
+
+def _cpu_array_arg():
+    from . import cpu
+    return cpu.ArrayArg
+
+
+# ---- binding arguments to parameters ----------------------------------------------------------
+
+#: a type no annotation can produce: marks parameters whose type is inferred at launch
+_UNANNOTATED = T.ArrayType(T.i32, 99)
+
+
+class _Binder:
+    """Per Kernel: which positional arguments there are, which are constexpr or inferred, and
+    the plans built so far (keyed by device and the launch-time types/values)."""
+
+    def __init__(self, kernel):
+        from ..compiler import resolve_param_types
+        self.kernel = kernel
+        names = list(inspect.signature(kernel.py_func).parameters)
+        types = resolve_param_types(kernel.py_func, kernel.signature,
+                                    {n: _UNANNOTATED for n in names})
+        fixed = kernel.constexprs
+        self.names = [n for n in names if n not in fixed]
+        self.nargs = len(self.names)
+        self.constexpr_pos = [i for i, n in enumerate(self.names) if types[n] is T.constexpr]
+        self.infer_pos = [i for i, n in enumerate(self.names) if types[n] is _UNANNOTATED]
+        self.dynamic = sorted(self.constexpr_pos + self.infer_pos)
+        self.plans: dict = {}
+        self.generation = _generation[0]
+
+    def plan(self, args, dev) -> "_Plan":
+        if len(args) != self.nargs:
+            self._count_error(args)
+        if not self.dynamic:
+            plan = self.plans.get(dev)
+            if plan is None:
+                plan = self.plans[dev] = self._build(args, dev, {}, {})
+            return plan
+        cx, inferred = {}, {}
+        for i in self.constexpr_pos:
+            cx[self.names[i]] = _constexpr_value(self.names[i], args[i])
+        for i in self.infer_pos:
+            inferred[self.names[i]] = _infer_type(self.names[i], args[i])
+        key = (dev, tuple(cx.items()), tuple(inferred.items()))
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = self.plans[key] = self._build(args, dev, cx, inferred)
+        return plan
+
+    def _count_error(self, args):
+        k = self.kernel.name
+        if len(args) < self.nargs:
+            missing = self.names[len(args):]
+            raise LaunchError(f"{k}() is missing {len(missing)} argument(s): "
+                              + ", ".join(f"'{n}'" for n in missing))
+        extra = len(args) - self.nargs
+        raise LaunchError(f"{k}() takes {self.nargs} argument(s) "
+                          f"({', '.join(self.names)}) but {len(args)} were given "
+                          f"({extra} extra)")
+
+    def _build(self, args, dev, cx, inferred) -> "_Plan":
+        from .. import compiler
+        arch = profile.current_arch() if dev == "gpu" else None
+        ck = compiler.compile_kernel(self.kernel, arch=arch, constexprs=cx or None,
+                                     arg_types=inferred or None)
+        return _Plan(ck, dev, [i for i in range(self.nargs) if i not in self.constexpr_pos],
+                     self.names, self.kernel.name)
+
+
+def _constexpr_value(name, v):
+    if isinstance(v, np.generic) and not isinstance(v, (np.str_, np.bytes_, np.void)):
+        v = v.item()
+    if not isinstance(v, (bool, int, float)):
+        raise LaunchError(f"argument '{name}' is a constexpr parameter: pass an int, float or "
+                          f"bool, got {type(v).__name__}")
+    return v
+
+
+def _infer_type(name, v):
+    """The pyptx type of an argument for an unannotated parameter (docs/launching.md)."""
+    if isinstance(v, np.ndarray) or isinstance(v, DeviceArray):
+        return T.ArrayType(_scalar_of(name, v.dtype), v.ndim)
+    if isinstance(v, np.generic):
+        return _scalar_of(name, v.dtype)
+    if isinstance(v, (bool, int, float)):
+        if isinstance(v, int) and not isinstance(v, bool) and not -2**63 <= v < 2**63:
+            raise LaunchError(f"argument '{name}': {v} does not fit in 64 bits")
+        return T.literal_type(v)
+    cai = getattr(v, "__cuda_array_interface__", None)
+    if cai is not None:
+        return T.ArrayType(_scalar_of(name, np.dtype(cai["typestr"])), len(cai["shape"]))
+    raise LaunchError(f"argument '{name}' has no type annotation and pyptx cannot infer one "
+                      f"from a {type(v).__name__}: pass a numpy array, DeviceArray or scalar, "
+                      f"or annotate the parameter")
+
+
+def _scalar_of(name, dtype):
+    try:
+        return T.from_dtype(dtype)
+    except (KeyError, TypeError):
+        raise LaunchError(f"argument '{name}': arrays of {dtype} are not supported (use "
+                          f"bool, int8..int64, uint8..uint64, float16/32/64)") from None
+
+
+# ---- the plan: one checker per argument --------------------------------------------------------
+
+class _Plan:
+    """Everything a launch of one CompiledKernel on one device needs, built once."""
+
+    def __init__(self, ck, dev, positions, names, kname):
+        sig = list(ck.signature)
+        user = [names[i] for i in positions]
+        if [a.name for a in sig] != user:
+            raise LaunchError(f"internal: {kname} compiled with parameters "
+                              f"{[a.name for a in sig]} but launched with {user}")
+        array_arg = _cpu_array_arg() if dev == "cpu" else _gpu_array_arg()
+        self.ck = ck
+        self.checkers = [(pos, _checker(spec, dev, array_arg, kname))
+                         for pos, spec in zip(positions, sig)]
+        flat_len = sum(1 + a.ndim if a.kind == "array" else 1 for a in sig)
+        if flat_len != len(ck.params):
+            raise LaunchError(f"internal: {kname} has {len(ck.params)} PTX parameters but its "
+                              f"signature flattens to {flat_len}")
+        from .gpu import static_shared_bytes
+        self.static_shared = static_shared_bytes(ck.ptx)
+        if dev == "gpu":
+            self.shared_limit = profile.gpu_profile().max_shared_per_block_optin
+        else:
+            self.shared_limit = profile.CPU_MAX_SHARED
+
+
+def _gpu_array_arg():
+    from .gpu import ArrayArg
+    return ArrayArg
+
+
+def _checker(spec, dev, array_arg, kname):
+    if spec.kind == "array":
+        return _array_checker(spec, dev, array_arg, kname)
+    t = spec.dtype
+    if t.is_bool:
+        return _bool_checker(spec.name, kname)
+    if t.is_int:
+        return _int_checker(spec.name, t, kname)
+    return _float_checker(spec.name, t, kname)
+
+
+def _describe_array(dtype, ndim) -> str:
+    return f"{np.dtype(dtype).name} array with {ndim} dimension{'s' if ndim != 1 else ''}"
+
+
+def _array_checker(spec, dev, array_arg, kname):
+    name, dt, nd, writable = spec.name, spec.dtype.dtype, spec.ndim, spec.writable
+    expected = _describe_array(dt, nd)
+    where = f" (launching {kname})"
+
+    def fail(got):
+        raise LaunchError(f"argument '{name}': expected {expected}, got {got}{where}")
+
+    def check(a, out):
+        if isinstance(a, np.ndarray):
+            if a.dtype != dt or a.ndim != nd:
+                fail(_describe_array(a.dtype, a.ndim))
+            flags = a.flags
+            if not flags.c_contiguous:
+                fail("a non-contiguous array (pass np.ascontiguousarray(...))")
+            if writable and not flags.writeable:
+                fail("a read-only array, but the kernel writes to it")
+            shape = a.shape
+        elif isinstance(a, DeviceArray):
+            if a.dtype != dt or a.ndim != nd:
+                fail(f"a DeviceArray of {_describe_array(a.dtype, a.ndim)}")
+            shape = a.shape
+            if dev == "cpu":
+                if a.on_gpu:
+                    fail("a DeviceArray in GPU memory, but launches run on the CPU executor")
+                a = a._host
+            elif not a.on_gpu:
+                fail("a DeviceArray made for the CPU executor, but launches run on the GPU")
+        else:
+            cai = getattr(a, "__cuda_array_interface__", None)
+            if cai is None:
+                fail(f"{type(a).__name__} {_short(a)}")
+            if dev == "cpu":
+                fail("a GPU array (__cuda_array_interface__), but launches run on the CPU "
+                     "executor; copy it to a numpy array")
+            shape = tuple(int(s) for s in cai["shape"])
+            got_dt = np.dtype(cai["typestr"])
+            if got_dt != dt or len(shape) != nd:
+                fail(f"a GPU array of {_describe_array(got_dt, len(shape))}")
+            strides = cai.get("strides")
+            if strides is not None and tuple(strides) != _c_strides(shape, dt.itemsize):
+                fail("a non-contiguous GPU array")
+        for s in shape:
+            if s >= _SHAPE_LIMIT:
+                fail(f"shape {shape}: every dimension must be below 2**31")
+        out.append(array_arg(a, writable))
+        out.extend(shape)
+    return check
+
+
+def _c_strides(shape, itemsize) -> tuple:
+    strides, step = [], itemsize
+    for s in reversed(shape):
+        strides.append(step)
+        step *= s
+    return tuple(reversed(strides))
+
+
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _int_checker(name, t, kname):
+    info = np.iinfo(t.dtype)
+    lo, hi = int(info.min), int(info.max)
+    tname = t.dtype.name
+
+    def check(v, out):
+        if type(v) is not int:
+            if isinstance(v, (int, np.integer)):       # bool, numpy ints
+                v = int(v)
+            elif isinstance(v, (float, np.floating)):
+                raise LaunchError(f"argument '{name}': expected an integer ({tname}), got "
+                                  f"float {v!r}; convert it with int() (launching {kname})")
+            else:
+                raise LaunchError(f"argument '{name}': expected an integer ({tname}), got "
+                                  f"{type(v).__name__} {_short(v)} (launching {kname})")
+        if v < lo or v > hi:
+            raise LaunchError(f"argument '{name}': {v} is out of range for {tname} "
+                              f"[{lo}, {hi}] (launching {kname})")
+        out.append(v)
+    return check
+
+
+#: smallest magnitude that rounds to infinity in each float type (round-to-nearest-even)
+_FLOAT_OVERFLOW = {"f16": 65520.0, "f32": 2.0**128 - 2.0**103, "f64": math.inf}
+
+
+def _float_checker(name, t, kname):
+    lim = _FLOAT_OVERFLOW[t.name]
+    conv = t.dtype.type if t.name != "f64" else float
+    tname = t.dtype.name
+
+    def check(v, out):
+        if type(v) is not float:
+            if isinstance(v, (bool, np.bool_)) or not isinstance(
+                    v, (int, float, np.integer, np.floating)):
+                raise LaunchError(f"argument '{name}': expected a number ({tname}), got "
+                                  f"{type(v).__name__} {_short(v)} (launching {kname})")
+            try:
+                v = float(v)
+            except OverflowError:
+                raise LaunchError(f"argument '{name}': {v} is out of range for {tname} "
+                                  f"(launching {kname})") from None
+        if (v >= lim or v <= -lim) and not math.isinf(v):
+            raise LaunchError(f"argument '{name}': {v!r} is out of range for {tname} "
+                              f"(launching {kname})")
+        out.append(conv(v))
+    return check
+
+
+def _bool_checker(name, kname):
+    def check(v, out):
+        if v is True or v is False:
+            out.append(v)
+        elif isinstance(v, np.bool_):
+            out.append(bool(v))
+        else:
+            raise LaunchError(f"argument '{name}': expected a bool, got {type(v).__name__} "
+                              f"{_short(v)} (launching {kname})")
+    return check
+
