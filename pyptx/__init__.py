@@ -1,0 +1,51 @@
+"""pyptx: write GPU kernels in Python, get NVIDIA PTX (no LLVM/NVVM/nvcc), run on a GPU or on the
+CPU PTX executor.
+
+Importing pyptx is cheap and never touches a GPU, a driver or the CUDA toolkit: the heavier parts
+(compiler, runtime, lark) load on first use through `__getattr__`.
+"""
+from __future__ import annotations
+
+import importlib
+
+from .errors import (CompileError, DeviceError, LaunchError, MemoryFault,  # noqa: F401
+                     PyptxError, ToolchainError)
+from .kernel import DeviceFunction, Kernel, func, kernel  # noqa: F401
+from .types import (ArrayType, bool_, constexpr, f16, f32, f64, i8, i16, i32,  # noqa: F401
+                    i64, u8, u16, u32, u64)
+
+__version__ = "0.1.0"
+
+# name -> module that defines it (loaded on first access)
+_LAZY = {
+    "compile": "pyptx.compiler",
+    "CompiledKernel": "pyptx.compiler",
+    "KernelParam": "pyptx.compiler",
+    "ArgSpec": "pyptx.compiler",
+    "device": "pyptx.runtime.launch",
+    "to_device": "pyptx.runtime.device_array",
+    "DeviceArray": "pyptx.runtime.device_array",
+    "math": None,          # the pyptx.math submodule itself
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        mod = _LAZY[name]
+        if mod is None:
+            value = importlib.import_module(f"pyptx.{name}")
+        else:
+            value = getattr(importlib.import_module(mod), name)
+        globals()[name] = value
+        return value
+    dsl = importlib.import_module("pyptx.dsl")
+    if name in getattr(dsl, "__all__", ()):
+        value = getattr(dsl, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'pyptx' has no attribute {name!r}")
+
+
+def __dir__():
+    dsl = importlib.import_module("pyptx.dsl")
+    return sorted(set(globals()) | set(_LAZY) | set(getattr(dsl, "__all__", ())))

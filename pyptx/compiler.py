@@ -1,0 +1,363 @@
+"""`pyptx.compile`: resolve parameter types, run frontend → passes → backend, cache the result.
+
+This module is glue: it owns the `CompiledKernel` record the runtime consumes, the in-memory
+cache (on each `Kernel` object) and the on-disk cache, and nothing about how code is generated.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+
+from . import types as T
+from .errors import CompileError, PyptxError
+from .kernel import DeviceFunction, Kernel
+
+_ARCH_RE = re.compile(r"^sm_(\d+)(a|f)?$")
+DEFAULT_ARCH = "sm_80"
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    """One `.param` of the entry as PTX sees it: name and PTX type ('u64', 's32', 'f32', ...)."""
+    name: str
+    ptx_type: str
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One non-constexpr user parameter: how the launcher checks and flattens its argument."""
+    name: str
+    kind: str                  # 'array' | 'scalar'
+    dtype: T.ScalarType
+    ndim: int = 0
+    writable: bool = False
+
+
+@dataclass
+class CompiledKernel:
+    """The result of `pyptx.compile`: PTX text plus what a launcher needs to call it."""
+    ptx: str
+    name: str
+    arch: str
+    params: list
+    signature: list
+    version: str = ""
+    _ir_text: str | None = field(default=None, repr=False)
+    _ir_fn: object = field(default=None, repr=False)
+
+    @property
+    def ir(self) -> str:
+        """The optimised SSA IR as text (parseable by `pyptx.ir.parse`)."""
+        if self._ir_text is None:
+            from .ir.printer import print_function
+            self._ir_text = print_function(self._ir_fn)
+        return self._ir_text
+
+    def resources(self) -> dict:
+        """registers, spill_stores, spill_loads, shared_bytes, local_bytes from `ptxas -v`."""
+        from .toolchain import resources
+        return resources(self.ptx, self.arch)
+
+    def __repr__(self) -> str:
+        return f"<CompiledKernel {self.name} {self.arch}>"
+
+
+# ---- type resolution ---------------------------------------------------------------------------
+
+def _signature_types(signature, names: list[str]):
+    """`signature=` as a string "f32[:], i32" or a tuple of pyptx types -> list of types."""
+    if isinstance(signature, str):
+        env = {n: t for n, t in T.SCALARS.items()}
+        env.update(bool=T.bool_, constexpr=T.constexpr)
+        try:
+            value = eval("(" + signature + ",)", {"__builtins__": {}}, env)  # noqa: S307
+        except Exception as e:  # noqa: BLE001 - any parse problem is the user's signature
+            raise CompileError(f"cannot read signature {signature!r} ({e}); write it like "
+                               f"\"f32[:], f32[:], i32\"") from None
+    else:
+        value = tuple(signature)
+    for v in value:
+        if not isinstance(v, (T.ScalarType, T.ArrayType)) and v is not T.constexpr:
+            raise CompileError(f"signature entry {v!r} is not a pyptx type; use f32, i32[:], ...")
+    if len(value) != len(names):
+        raise CompileError(f"signature has {len(value)} types but the function has "
+                           f"{len(names)} parameters ({', '.join(names)})")
+    return list(value)
+
+
+def _where(fn) -> dict:
+    try:
+        lines, first = inspect.getsourcelines(fn)
+        return dict(filename=inspect.getsourcefile(fn), lineno=first, offset=1,
+                    source_line=lines[0] if lines else None)
+    except (OSError, TypeError):
+        return dict(filename=getattr(fn.__code__, "co_filename", None),
+                    lineno=fn.__code__.co_firstlineno, offset=1)
+
+
+def resolve_param_types(py_func, signature=None, arg_types: dict | None = None) -> dict:
+    """{param: ScalarType | ArrayType | constexpr} from `signature=`, annotations, or (for
+    unannotated parameters at launch) the types the launcher inferred from the arguments."""
+    try:
+        params = list(inspect.signature(py_func).parameters.values())
+    except (TypeError, ValueError) as e:
+        raise CompileError(f"cannot inspect {py_func!r}: {e}") from None
+    for p in params:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            raise CompileError(f"kernel parameter '{p.name}' must be a plain positional "
+                               f"parameter (no *args, **kwargs or keyword-only)",
+                               **_where(py_func))
+    names = [p.name for p in params]
+    if signature is not None:
+        return dict(zip(names, _signature_types(signature, names)))
+    ann = getattr(py_func, "__annotations__", {}) or {}
+    out = {}
+    for n in names:
+        t = ann.get(n)
+        if isinstance(t, str):
+            try:
+                t = eval(t, dict(py_func.__globals__))  # noqa: S307 - the user's own annotation
+            except Exception:  # noqa: BLE001
+                t = None
+        if t is bool:
+            t = T.bool_
+        if t is None and arg_types and n in arg_types:
+            t = arg_types[n]
+        if t is None:
+            raise CompileError(f"parameter '{n}' has no type: annotate it (e.g. {n}: f32[:] or "
+                               f"{n}: i32) or pass signature=", **_where(py_func))
+        if not isinstance(t, (T.ScalarType, T.ArrayType)) and t is not T.constexpr:
+            raise CompileError(f"parameter '{n}' is annotated {t!r}, which is not a pyptx type; "
+                               f"write f32, i32, f32[:], pyptx.constexpr ...", **_where(py_func))
+        out[n] = t
+    return out
+
+
+# ---- arch --------------------------------------------------------------------------------------
+
+_default_arch_cache: list = []
+
+
+def default_arch() -> str:
+    """The current GPU's arch, else sm_80.  Looked up once per process."""
+    if not _default_arch_cache:
+        arch = None
+        if os.environ.get("PYPTX_DEVICE", "auto") != "cpu":
+            try:
+                from .runtime.profile import current_arch
+                arch = current_arch()
+            except Exception:  # noqa: BLE001 - no driver / no GPU: fall back
+                arch = None
+        _default_arch_cache.append(arch or DEFAULT_ARCH)
+    return _default_arch_cache[0]
+
+
+def check_arch(arch: str) -> str:
+    m = _ARCH_RE.match(arch or "")
+    if not m or int(m.group(1)) < 75:
+        raise CompileError(f"unsupported arch {arch!r}: use one of sm_75, sm_80, sm_86, sm_89, "
+                           f"sm_90, sm_90a (or newer)")
+    return arch
+
+
+# ---- the disk cache ----------------------------------------------------------------------------
+
+_self_hash: list = []
+
+
+def _compiler_hash() -> str:
+    """Hash of pyptx's own sources, so a changed compiler never reads stale cache entries."""
+    if not _self_hash:
+        h = hashlib.sha256()
+        root = os.path.dirname(__file__)
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            for fn in sorted(filenames):
+                if fn.endswith((".py", ".lark")):
+                    with open(os.path.join(dirpath, fn), "rb") as f:
+                        h.update(fn.encode() + f.read())
+        _self_hash.append(h.hexdigest()[:16])
+    return _self_hash[0]
+
+
+def _dependencies(py_func, seen=None) -> list[str]:
+    """Source of the function and of every device function / module constant it may use."""
+    seen = seen if seen is not None else set()
+    if id(py_func) in seen:
+        return []
+    seen.add(id(py_func))
+    try:
+        src = inspect.getsource(py_func)
+    except (OSError, TypeError):
+        src = repr(py_func.__code__.co_code)
+    out = [src]
+    g = py_func.__globals__
+    codes = [py_func.__code__]
+    names: list[str] = []
+    while codes:
+        c = codes.pop()
+        names.extend(c.co_names)
+        codes.extend(k for k in c.co_consts if inspect.iscode(k))
+    for n in sorted(set(names)):
+        v = g.get(n)
+        if isinstance(v, DeviceFunction):
+            out.extend(_dependencies(v.py_func, seen))
+        elif isinstance(v, (bool, int, float)):
+            out.append(f"{n}={v!r}")
+        elif inspect.ismodule(v) and not v.__name__.startswith("pyptx"):
+            for attr in sorted(set(names)):
+                w = getattr(v, attr, None)
+                if isinstance(w, DeviceFunction):
+                    out.extend(_dependencies(w.py_func, seen))
+                elif isinstance(w, (bool, int, float)) and not isinstance(w, type):
+                    out.append(f"{v.__name__}.{attr}={w!r}")
+    return out
+
+
+def _cache_dir() -> str | None:
+    if os.environ.get("PYPTX_NO_CACHE", "") not in ("", "0"):
+        return None
+    return os.environ.get("PYPTX_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "pyptx")
+
+
+def _disk_key(py_func, types, constexprs, arch, opt_level, fma, name) -> str:
+    h = hashlib.sha256()
+    for part in (_compiler_hash(), name, arch, str(opt_level), str(fma),
+                 repr(sorted((k, repr(v)) for k, v in types.items())),
+                 repr(sorted((k, repr(v)) for k, v in constexprs.items())),
+                 *_dependencies(py_func)):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _disk_load(path: str) -> CompiledKernel | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+        return CompiledKernel(
+            ptx=d["ptx"], name=d["name"], arch=d["arch"], version=d["version"],
+            params=[KernelParam(*p) for p in d["params"]],
+            signature=[ArgSpec(a[0], a[1], T.scalar(a[2]), a[3], a[4]) for a in d["signature"]],
+            _ir_text=d["ir"])
+    except Exception:  # noqa: BLE001 - a missing or corrupt entry is simply a miss
+        return None
+
+
+def _disk_store(path: str, ck: CompiledKernel) -> None:
+    d = dict(ptx=ck.ptx, name=ck.name, arch=ck.arch, version=ck.version, ir=ck.ir,
+             params=[[p.name, p.ptx_type] for p in ck.params],
+             signature=[[a.name, a.kind, a.dtype.name, a.ndim, a.writable] for a in ck.signature])
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(d, f)
+        os.replace(tmp, path)      # atomic: readers see the old entry or the new one
+    except OSError:
+        pass                       # an unwritable cache is not an error
+
+
+# ---- compile -----------------------------------------------------------------------------------
+
+def compile_uncached(py_func, types: dict, constexprs: dict, arch: str, opt_level: int,
+                     fma: bool, name: str) -> CompiledKernel:
+    """The pipeline itself: frontend → passes → PTX.  No caches."""
+    from .frontend import lower_kernel
+    from .passes import run_pipeline
+    from .ptx import emit
+    fn = lower_kernel(py_func, types, constexprs, name=name)
+    fn.attrs["fma"] = fma
+    fn = run_pipeline(fn, opt_level=opt_level, fma=fma)
+    mod = emit(fn, arch)
+    ck = CompiledKernel(ptx=mod.text, name=name, arch=arch, params=list(mod.params),
+                        signature=list(fn.attrs.get("signature", [])), version=mod.version,
+                        _ir_fn=fn)
+    for hook in _emit_hooks:
+        hook(ck)
+    return ck
+
+
+#: callables run on every freshly emitted CompiledKernel (the test-suite assembles each with ptxas)
+_emit_hooks: list = []
+
+
+def _split_constexprs(types: dict, given: dict, py_func) -> dict:
+    out = {}
+    for n, t in types.items():
+        if t is T.constexpr:
+            if n not in given:
+                raise CompileError(f"constexpr parameter '{n}' has no value: pass it at launch, "
+                                   f"or use kernel.specialize({n}=...) or "
+                                   f"compile(..., constexprs={{'{n}': ...}})", **_where(py_func))
+            v = given[n]
+            if not isinstance(v, (bool, int, float)):
+                raise CompileError(f"constexpr '{n}' must be an int, float or bool, got "
+                                   f"{type(v).__name__}", **_where(py_func))
+            out[n] = v
+    unknown = set(given) - set(types)
+    if unknown:
+        raise CompileError(f"constexprs names unknown parameter(s) {sorted(unknown)}",
+                           **_where(py_func))
+    return out
+
+
+def compile_kernel(k: Kernel, *, arch=None, constexprs=None, signature=None, opt_level=None,
+                   fma=None, arg_types: dict | None = None) -> CompiledKernel:
+    """Compile a Kernel for given options, through its in-memory cache and the disk cache."""
+    arch = check_arch(arch or default_arch())
+    opt_level = k.opt_level if opt_level is None else opt_level
+    fma = k.fma if fma is None else fma
+    types = resolve_param_types(k.py_func, signature if signature is not None else k.signature,
+                                arg_types)
+    cx = _split_constexprs(types, {**k.constexprs, **(constexprs or {})}, k.py_func)
+    mkey = (arch, opt_level, fma, tuple((n, repr(t)) for n, t in types.items()),
+            tuple(sorted((n, type(v).__name__, v) for n, v in cx.items())))
+    hit = k._cache.get(mkey)
+    if hit is not None:
+        return hit
+    cdir = _cache_dir()
+    path = None
+    ck = None
+    if cdir:
+        key = _disk_key(k.py_func, types, cx, arch, opt_level, fma, k.name)
+        path = os.path.join(cdir, key[:2], key + ".json")
+        ck = _disk_load(path)
+    if ck is None:
+        try:
+            ck = compile_uncached(k.py_func, types, cx, arch, opt_level, fma, k.name)
+        except PyptxError:
+            raise
+        except RecursionError:
+            raise CompileError("the kernel is too deeply nested to compile; split it into "
+                               "device functions", **_where(k.py_func)) from None
+        if path:
+            _disk_store(path, ck)
+    k._cache[mkey] = ck
+    return ck
+
+
+def compile(fn, *, arch=None, constexprs=None, signature=None, opt_level=2, fma=True) -> CompiledKernel:  # noqa: A001
+    """Compile a `@pyptx.kernel` (or a plain function, compiled as a kernel) to PTX.
+
+    See SPEC §3.  `opt_level` and `fma` given here override the kernel's decorator defaults only
+    when the caller passes them explicitly through a Kernel created here.
+    """
+    if isinstance(fn, Kernel):
+        return compile_kernel(fn, arch=arch, constexprs=constexprs, signature=signature,
+                              opt_level=opt_level if opt_level != 2 else None,
+                              fma=fma if fma is not True else None)
+    if isinstance(fn, DeviceFunction):
+        raise CompileError(f"{fn.name} is a @pyptx.func (a device function); compile a "
+                           f"@pyptx.kernel that calls it", **_where(fn.py_func))
+    if not inspect.isfunction(fn):
+        raise CompileError(f"pyptx.compile expects a @pyptx.kernel or a Python function, got "
+                           f"{type(fn).__name__}")
+    return compile_kernel(Kernel(fn, fma=fma, opt_level=opt_level), arch=arch,
+                          constexprs=constexprs, signature=signature)

@@ -1,0 +1,109 @@
+"""Test-suite wiring: every PTX the compiler emits during a test is assembled with ptxas.
+
+An autouse fixture collects each freshly emitted `CompiledKernel` (through the compiler's emit
+hook) and, when the test ends, assembles its PTX for sm_80 and sm_90 (each arch at or above the
+PTX's `.target`).  A ptxas rejection fails that test.  ptxas comes from the CUDA toolkit or the
+`nvidia-cuda-nvcc` wheel (the `test` extra); without one, `test_ptxas_is_available` fails instead of
+everything silently skipping (set PYPTX_ALLOW_NO_PTXAS=1 to accept that knowingly).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("ci", max_examples=60, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("nightly", max_examples=2000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("PYPTX_HYPOTHESIS_PROFILE", "ci"))
+
+os.environ.setdefault("PYPTX_NO_CACHE", "1")        # tests compile for real, not from ~/.cache
+
+ASSEMBLE_ARCHS = ("sm_80", "sm_90")
+_assembled: dict[str, str | None] = {}               # hash(ptx, arch) -> error text or None
+_pool = ThreadPoolExecutor(max_workers=2)
+
+
+def _arch_num(arch: str) -> int:
+    return int(re.match(r"sm_(\d+)", arch).group(1))
+
+
+def _archs_for(ptx: str) -> list[str]:
+    m = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.M)
+    target = m.group(1) if m else "sm_80"
+    if not target[-1].isdigit():             # sm_90a: arch-specific, assemble for itself
+        return [target]
+    archs = [a for a in ASSEMBLE_ARCHS if _arch_num(a) >= _arch_num(target)]
+    return archs or [target]
+
+
+def _assemble_one(ptx: str, arch: str) -> str | None:
+    from pyptx.errors import ToolchainError
+    from pyptx.toolchain import assemble
+    try:
+        assemble(ptx, arch)
+        return None
+    except ToolchainError as e:
+        return str(e)
+
+
+def assemble_all(ptxs) -> list[str]:
+    """Assemble each PTX for its archs (cached across the session); return error messages."""
+    jobs = []
+    for ptx in ptxs:
+        for arch in _archs_for(ptx):
+            key = hashlib.sha256((arch + "\0" + ptx).encode()).hexdigest()
+            if key not in _assembled:
+                jobs.append((key, arch, ptx, _pool.submit(_assemble_one, ptx, arch)))
+    for key, arch, ptx, fut in jobs:
+        _assembled[key] = fut.result()
+    errors = []
+    for ptx in ptxs:
+        for arch in _archs_for(ptx):
+            err = _assembled[hashlib.sha256((arch + "\0" + ptx).encode()).hexdigest()]
+            if err:
+                name = re.search(r"\.entry\s+(\w+)", ptx)
+                errors.append(f"ptxas -arch={arch} rejected {name.group(1) if name else '?'}:"
+                              f"\n{err}")
+    return errors
+
+
+def ptxas_available() -> bool:
+    try:
+        from pyptx.toolchain import find_ptxas
+    except ImportError:
+        return False
+    return find_ptxas() is not None
+
+
+@pytest.fixture(autouse=True)
+def _assemble_emitted_ptx():
+    """Collect the PTX compiled during the test; assemble it with ptxas when the test ends."""
+    try:
+        from pyptx import compiler
+    except ImportError:
+        yield
+        return
+    emitted: list[str] = []
+    hook = lambda ck: emitted.append(ck.ptx)   # noqa: E731
+    compiler._emit_hooks.append(hook)
+    try:
+        yield emitted
+    finally:
+        compiler._emit_hooks.remove(hook)
+    if emitted and ptxas_available():
+        errors = assemble_all(dict.fromkeys(emitted))
+        if errors:
+            pytest.fail("\n\n".join(errors), pytrace=False)
+
+
+@pytest.fixture
+def cpu_device(monkeypatch):
+    """Run launches on the CPU executor."""
+    monkeypatch.setenv("PYPTX_DEVICE", "cpu")
+    yield "cpu"

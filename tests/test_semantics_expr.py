@@ -1,0 +1,254 @@
+"""Generated expression kernels, run on the CPU executor, against numpy on the same dtypes.
+
+Hypothesis draws a random expression tree over three input arrays of random dtypes (i8..u64, f16,
+f32, f64, bool) and literals; the tree is rendered once as kernel source (`out[i] = <expr>`) and
+evaluated once with numpy ufuncs on whole arrays.  Integer results must match bit for bit; float
+results too, because the kernels are compiled with fma=False (SPEC §3: bit-identical to numpy).
+A tree numpy rejects (e.g. `&` on floats, a literal that does not fit) must be a CompileError.
+
+Reference semantics where numpy has no single spelling (they are pyptx's documented rules):
+  * int / int -> both converted to f32, then divided (SPEC: "/ on integers gives f32");
+  * min/max on floats return the non-NaN operand (np.fmin / np.fmax);
+  * float -> int casts truncate, saturate, NaN -> 0 (PTX cvt.rzi), see `ref_cast`.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pyptx
+from kernel_factory import make_kernel
+
+INT_TYPES = ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]
+FLOAT_TYPES = ["f16", "f32", "f64"]
+ALL_TYPES = INT_TYPES + FLOAT_TYPES + ["bool_"]
+NP = {n: pyptx.types.scalar(n).dtype for n in ALL_TYPES}
+N = 67                                        # threads (not a multiple of the block)
+
+
+# ---- the expression tree -----------------------------------------------------------------------
+
+@dataclass
+class Node:
+    kind: str            # 'arg' 'lit' 'un' 'bin' 'cmp' 'sel' 'cast' 'call'
+    op: str = ""
+    kids: tuple = ()
+    value: object = None
+
+    def src(self) -> str:
+        k = self.kind
+        if k == "arg":
+            return f"{self.op}[i]"
+        if k == "lit":
+            return repr(self.value)
+        if k == "un":
+            return f"({self.op}{self.kids[0].src()})" if self.op != "abs" else \
+                f"abs({self.kids[0].src()})"
+        if k == "bin":
+            a, b = (c.src() for c in self.kids)
+            if self.op in ("min", "max"):
+                return f"{self.op}({a}, {b})"
+            if self.op in ("<<", ">>"):
+                return f"({a} {self.op} ({b} & {self.value}))"
+            return f"({a} {self.op} {b})"
+        if k == "cmp":
+            return f"({self.kids[0].src()} {self.op} {self.kids[1].src()})"
+        if k == "sel":
+            c, a, b = (x.src() for x in self.kids)
+            return f"({a} if {c} else {b})"
+        if k == "cast":
+            return f"pyptx.{self.op}({self.kids[0].src()})"
+        if k == "call":
+            return f"pyptx.math.{self.op}({self.kids[0].src()})"
+        raise AssertionError(k)
+
+
+def ref_cast(x: np.ndarray, to: str) -> np.ndarray:
+    dt = NP[to]
+    if x.dtype.kind == "f" and dt.kind in "iu":
+        info = np.iinfo(dt)
+        with np.errstate(invalid="ignore"):
+            t = np.trunc(x.astype(np.float64))
+            t = np.where(np.isnan(t), 0, t)
+            lo = np.where(t <= float(info.min), 1, 0).astype(bool)
+            hi = np.where(t >= float(info.max), 1, 0).astype(bool)
+            mid = np.clip(t, float(info.min), float(info.max))
+            out = mid.astype(dt)
+        out[lo] = info.min
+        out[hi] = info.max
+        return out
+    if dt == np.bool_:
+        return x != 0
+    return x.astype(dt)
+
+
+def evaluate(node: Node, env: dict):
+    """numpy's answer for `node` (arrays for args, Python scalars stay weak)."""
+    k = node.kind
+    if k == "arg":
+        return env[node.op]
+    if k == "lit":
+        return node.value
+    if k == "un":
+        x = evaluate(node.kids[0], env)
+        if isinstance(x, (bool, int, float)) and not isinstance(x, bool):
+            # an operator on a bare literal folds to a literal that stays weak (like `x + -5`)
+            return {"-": lambda v: -v, "~": lambda v: ~v if isinstance(v, int) else np.invert(v),
+                    "abs": abs}[node.op](x)
+        return {"-": np.negative, "~": np.invert, "abs": np.abs}[node.op](x)
+    if k in ("bin", "cmp"):
+        a, b = (evaluate(c, env) for c in node.kids)
+        op = node.op
+        if op == "/" and _is_int(a) and _is_int(b):
+            return np.float32(1) * _as_arr(a).astype(np.float32) / _as_arr(b).astype(np.float32)
+        if op in ("min", "max"):
+            f = np.result_type(a, b)
+            if f.kind == "f":
+                return (np.fmin if op == "min" else np.fmax)(a, b)
+            return (np.minimum if op == "min" else np.maximum)(a, b)
+        if op in ("<<", ">>"):
+            b = np.bitwise_and(b, node.value)
+            return (np.left_shift if op == "<<" else np.right_shift)(a, b)
+        fn = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
+              "//": np.floor_divide, "%": np.remainder, "&": np.bitwise_and, "|": np.bitwise_or,
+              "^": np.bitwise_xor, "<": np.less, "<=": np.less_equal, ">": np.greater,
+              ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal}[op]
+        return fn(a, b)
+    if k == "sel":
+        c, a, b = (evaluate(x, env) for x in node.kids)
+        return np.where(c, a, b)
+    if k == "cast":
+        return ref_cast(_as_arr(evaluate(node.kids[0], env)), node.op)
+    if k == "call":
+        x = _strong(evaluate(node.kids[0], env))
+        return {"sqrt": np.sqrt, "fabs": np.fabs}[node.op](x)
+    raise AssertionError(k)
+
+
+def _strong(v):
+    """A bare literal given to a function takes its default type: bool_, i32 (i64), f32."""
+    if isinstance(v, bool):
+        return np.bool_(v)
+    if isinstance(v, int):
+        return np.int32(v) if -2**31 <= v < 2**31 else np.int64(v)
+    if isinstance(v, float):
+        return np.float32(v)
+    return v
+
+
+def _is_int(v) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return True
+    return isinstance(v, np.ndarray) and v.dtype.kind in "iu"
+
+
+def _as_arr(v):
+    return v if isinstance(v, np.ndarray) else np.asarray(v)
+
+
+# ---- generation --------------------------------------------------------------------------------
+
+BIN_OPS = ["+", "-", "*", "/", "//", "%", "&", "|", "^", "<<", ">>", "min", "max"]
+CMP_OPS = ["<", "<=", ">", ">=", "==", "!="]
+
+
+@st.composite
+def trees(draw, depth=3):
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        if draw(st.integers(0, 4)) == 0:
+            lit = draw(st.one_of(st.integers(0, 100), st.sampled_from([0.5, 2.25, 3.0, 1e3]),
+                                 st.booleans()))
+            return Node("lit", value=lit)
+        return Node("arg", op=draw(st.sampled_from(["a", "b", "c"])))
+    kind = draw(st.sampled_from(["un", "bin", "bin", "bin", "cmp", "sel", "cast", "call"]))
+    sub = trees(depth=depth - 1)
+    if kind == "un":
+        return Node("un", draw(st.sampled_from(["-", "~", "abs"])), (draw(sub),))
+    if kind == "bin":
+        op = draw(st.sampled_from(BIN_OPS))
+        return Node("bin", op, (draw(sub), draw(sub)), value=draw(st.sampled_from([1, 3, 7])))
+    if kind == "cmp":
+        return Node("cmp", draw(st.sampled_from(CMP_OPS)), (draw(sub), draw(sub)))
+    if kind == "sel":
+        cond = Node("cmp", draw(st.sampled_from(CMP_OPS)), (draw(sub), draw(sub)))
+        return Node("sel", "", (cond, draw(sub), draw(sub)))
+    if kind == "cast":
+        return Node("cast", draw(st.sampled_from(ALL_TYPES)), (draw(sub),))
+    return Node("call", draw(st.sampled_from(["sqrt", "fabs"])), (draw(sub),))
+
+
+def random_input(rng: np.random.Generator, tname: str) -> np.ndarray:
+    dt = NP[tname]
+    if dt == np.bool_:
+        return rng.integers(0, 2, N).astype(bool)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        wide = rng.integers(info.min, info.max, N, dtype=dt, endpoint=True)
+        small = rng.integers(max(info.min, -20), 21, N).astype(dt)
+        return np.where(rng.random(N) < 0.5, wide, small)
+    vals = rng.standard_normal(N) * 10.0 ** rng.integers(-3, 4, N)
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 65504.0, 1e-7])
+    vals = np.where(rng.random(N) < 0.15, rng.choice(specials, N), vals)
+    return vals.astype(dt)
+
+
+def same_bits(got: np.ndarray, want: np.ndarray) -> bool:
+    if got.dtype.kind == "f":
+        both_nan = np.isnan(got) & np.isnan(want)
+        g = got.view(f"u{got.itemsize}")
+        w = want.view(f"u{want.itemsize}")
+        return bool(np.all(both_nan | (g == w)))
+    return np.array_equal(got, want)
+
+
+def kernel_source(expr: str, ta: str, tb: str, tc: str, tout: str) -> str:
+    return (
+        "import pyptx\n"
+        "from pyptx import *\n"
+        f"def expr_kernel(out: {tout}[:], a: {ta}[:], b: {tb}[:], c: {tc}[:], n: i32):\n"
+        "    i = block_idx.x * block_dim.x + thread_idx.x\n"
+        "    if i < n:\n"
+        f"        out[i] = {expr}\n")
+
+
+@given(tree=trees(), ta=st.sampled_from(ALL_TYPES), tb=st.sampled_from(ALL_TYPES),
+       tc=st.sampled_from(ALL_TYPES), seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=120 if __import__("os").environ.get("CI") else 60)
+def test_random_expression_matches_numpy(tree, ta, tb, tc, seed, cpu_device):
+    rng = np.random.default_rng(seed)
+    env = {"a": random_input(rng, ta), "b": random_input(rng, tb), "c": random_input(rng, tc)}
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        try:
+            want = _as_arr(evaluate(tree, env))
+            numpy_error = None
+        except (TypeError, OverflowError, ValueError) as e:   # numpy refuses the expression
+            numpy_error = e
+    if numpy_error is None and want.shape != (N,):
+        want = np.broadcast_to(want, (N,)).copy()
+    tout = pyptx.types.from_dtype(want.dtype).name if numpy_error is None else "f32"
+    src = kernel_source(tree.src(), ta, tb, tc, tout)
+    k = pyptx.kernel(make_kernel(src), fma=False)
+    if numpy_error is not None:
+        with pytest.raises(pyptx.CompileError):
+            pyptx.compile(k)
+        return
+    out = np.full(N, 99 if want.dtype != np.bool_ else True, dtype=want.dtype)   # poisoned
+    k[(N + 31) // 32, 32](out, env["a"], env["b"], env["c"], N)
+    assert same_bits(out, want), (
+        f"expression {tree.src()} with a:{ta} b:{tb} c:{tc}\n"
+        f"first mismatches: got {out[~_eq_mask(out, want)][:4]} want {want[~_eq_mask(out, want)][:4]}")
+
+
+def _eq_mask(got, want):
+    if got.dtype.kind == "f":
+        return (np.isnan(got) & np.isnan(want)) | (got.view(f"u{got.itemsize}") ==
+                                                    want.view(f"u{want.itemsize}"))
+    return got == want
