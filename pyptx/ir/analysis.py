@@ -1,0 +1,178 @@
+"""Shared CFG/SSA analyses: reachability, reverse postorder, dominators, uses, natural loops.
+
+Why one module: the verifier and several passes need the same facts, and recomputing them is the
+main cost of the pipeline, so each is a single linear sweep (dominators: Cooper, Harvey & Kennedy,
+"A Simple, Fast Dominance Algorithm", iterated over reverse postorder).
+"""
+from __future__ import annotations
+
+from .core import Block, BlockArg, Const, Function, Instr
+
+
+def reverse_postorder(fn: Function) -> list[Block]:
+    """Blocks reachable from the entry, in reverse postorder (iterative DFS)."""
+    if not fn.blocks:
+        return []
+    post: list[Block] = []
+    seen = {id(fn.entry)}
+    stack = [(fn.entry, iter(fn.entry.successors))]
+    while stack:
+        b, it = stack[-1]
+        for s in it:
+            if id(s) not in seen:
+                seen.add(id(s))
+                stack.append((s, iter(s.successors)))
+                break
+        else:
+            post.append(b)
+            stack.pop()
+    post.reverse()
+    return post
+
+
+def predecessors(fn: Function, blocks=None) -> dict[Block, list[Block]]:
+    """Block -> predecessor blocks (one entry per edge, so a cbr to X twice lists its block twice)."""
+    blocks = fn.blocks if blocks is None else blocks
+    preds: dict[Block, list[Block]] = {b: [] for b in blocks}
+    for b in blocks:
+        for s in b.successors:
+            if s in preds:
+                preds[s].append(b)
+    return preds
+
+
+class DomTree:
+    """Immediate dominators of the reachable blocks, plus O(1) dominance queries via DFS numbers."""
+
+    def __init__(self, fn: Function):
+        self.rpo = reverse_postorder(fn)
+        order = {b: i for i, b in enumerate(self.rpo)}
+        preds = predecessors(fn, self.rpo)
+        idom: dict[Block, Block] = {}
+        if self.rpo:
+            entry = self.rpo[0]
+            idom[entry] = entry
+            changed = True
+            while changed:
+                changed = False
+                for b in self.rpo[1:]:
+                    new = None
+                    for p in preds[b]:
+                        if p in idom:
+                            new = p if new is None else _intersect(p, new, idom, order)
+                    if idom.get(b) is not new:
+                        idom[b] = new
+                        changed = True
+        self.idom = idom
+        self.order = order
+        self.children: dict[Block, list[Block]] = {b: [] for b in self.rpo}
+        for b in self.rpo[1:]:
+            self.children[idom[b]].append(b)
+        # DFS interval numbering of the tree: a dominates b iff a's interval contains b's.
+        self._pre: dict[Block, int] = {}
+        self._post: dict[Block, int] = {}
+        if self.rpo:
+            counter = 0
+            stack = [(self.rpo[0], False)]
+            while stack:
+                b, done = stack.pop()
+                if done:
+                    self._post[b] = counter
+                    continue
+                self._pre[b] = counter
+                counter += 1
+                stack.append((b, True))
+                for c in reversed(self.children[b]):
+                    stack.append((c, False))
+
+    def reachable(self, b: Block) -> bool:
+        return b in self._pre
+
+    def dominates(self, a: Block, b: Block) -> bool:
+        """a dominates b (reflexive).  False when either is unreachable."""
+        pa, pb = self._pre.get(a), self._pre.get(b)
+        if pa is None or pb is None:
+            return False
+        return pa <= pb and self._post[b] <= self._post[a]
+
+    def preorder(self) -> list[Block]:
+        """Dominator-tree preorder (every block after its dominators)."""
+        return sorted(self._pre, key=self._pre.__getitem__)
+
+
+def _intersect(a, b, idom, order):
+    while a is not b:
+        while order[a] > order[b]:
+            a = idom[a]
+        while order[b] > order[a]:
+            b = idom[b]
+    return a
+
+
+def use_counts(fn: Function) -> dict[int, int]:
+    """id(value) -> number of uses (operands and branch arguments).  Consts are not counted."""
+    counts: dict[int, int] = {}
+    for b in fn.blocks:
+        for ins in b.instrs:
+            for v in ins.operands:
+                if not isinstance(v, Const):
+                    counts[id(v)] = counts.get(id(v), 0) + 1
+            for _, args in ins.succs:
+                for v in args:
+                    if not isinstance(v, Const):
+                        counts[id(v)] = counts.get(id(v), 0) + 1
+    return counts
+
+
+def replace_uses(fn: Function, mapping: dict[int, object]) -> None:
+    """Rewrite every operand and branch argument through `mapping` (id(old) -> new), following
+    chains (a -> b -> c) so that one sweep suffices."""
+    if not mapping:
+        return
+
+    def resolve(v):
+        seen = 0
+        while not isinstance(v, Const) and id(v) in mapping and seen < 1000:
+            v = mapping[id(v)]
+            seen += 1
+        return v
+
+    for b in fn.blocks:
+        for ins in b.instrs:
+            ops = ins.operands
+            for i, v in enumerate(ops):
+                if not isinstance(v, Const) and id(v) in mapping:
+                    ops[i] = resolve(v)
+            for _, args in ins.succs:
+                for i, v in enumerate(args):
+                    if not isinstance(v, Const) and id(v) in mapping:
+                        args[i] = resolve(v)
+
+
+def natural_loops(fn: Function, dom: DomTree) -> list[tuple[Block, set]]:
+    """(header, body blocks incl. header) per loop header; back edges to one header are merged.
+    Sorted innermost first (smaller bodies first)."""
+    preds = predecessors(fn, dom.rpo)
+    bodies: dict[Block, set] = {}
+    for b in dom.rpo:
+        for s in b.successors:
+            if dom.dominates(s, b):
+                body = bodies.setdefault(s, {s})
+                stack = [b]
+                while stack:
+                    x = stack.pop()
+                    if x not in body:
+                        body.add(x)
+                        stack.extend(preds[x])
+    loops = [(h, body) for h, body in bodies.items()]
+    loops.sort(key=lambda hb: (len(hb[1]), dom.order[hb[0]]))
+    return loops
+
+
+def defining_block(v):
+    """The block that defines v (None for params and constants)."""
+    if isinstance(v, Instr):
+        return v.block
+    if isinstance(v, BlockArg):
+        return v.block
+    return None

@@ -1,0 +1,81 @@
+"""Common subexpression elimination: dominator-scoped value numbering of pure ops.
+
+Why scoped by the dominator tree: an expression computed in a block is available in every block
+it dominates (the branches of an `if`, a loop body), and nowhere else.  One preorder walk of the
+tree with a hash table plus an undo log per scope gives global CSE in linear time.
+
+The key of an instruction is (op, result type, attributes, operand keys); the operands of
+commutative ops are put in a canonical order first.  Float `min`/`max` are not treated as
+commutative (two zeros of opposite sign may depend on the order).
+"""
+from __future__ import annotations
+
+from ..ir.analysis import DomTree, replace_uses
+from ..ir.core import Const, Function
+from ..ir.ops import OPS
+
+_COMMUTATIVE = frozenset({"add", "mul", "and", "or", "xor", "mulhi", "mulwide"})
+_INT_COMMUTATIVE = frozenset({"min", "max"})
+
+
+def _operand_key(v):
+    if isinstance(v, Const):
+        return ("c", repr(v.type), repr(v.value))
+    return ("v", id(v))
+
+
+def _key(ins):
+    ops = [_operand_key(v) for v in ins.operands]
+    if ins.op in _COMMUTATIVE or (ins.op in _INT_COMMUTATIVE and ins.type.is_int):
+        ops.sort()
+    attrs = tuple(sorted(ins.attrs.items())) if ins.attrs else ()
+    return (ins.op, repr(ins.type), attrs, tuple(ops))
+
+
+def run(fn: Function, dom: DomTree | None = None) -> bool:
+    dom = dom or DomTree(fn)
+    if not dom.rpo:
+        return False
+    table: dict = {}
+    repl: dict[int, object] = {}
+    # iterative preorder walk; on leaving a block, undo the entries it added
+    stack = [(dom.rpo[0], False)]
+    undo_marks: list[list] = []
+    while stack:
+        b, leaving = stack.pop()
+        if leaving:
+            for k in undo_marks.pop():
+                del table[k]
+            continue
+        added = []
+        kept = []
+        for ins in b.instrs:
+            ops = ins.operands
+            for i, v in enumerate(ops):
+                if not isinstance(v, Const) and id(v) in repl:
+                    ops[i] = repl[id(v)]
+            for _, args in ins.succs:
+                for i, v in enumerate(args):
+                    if not isinstance(v, Const) and id(v) in repl:
+                        args[i] = repl[id(v)]
+            if OPS[ins.op].pure and ins.type is not None:
+                try:
+                    k = _key(ins)
+                except TypeError:         # unhashable attribute value: leave it alone
+                    kept.append(ins)
+                    continue
+                prev = table.get(k)
+                if prev is not None:
+                    repl[id(ins)] = prev
+                    continue
+                table[k] = ins
+                added.append(k)
+            kept.append(ins)
+        if len(kept) != len(b.instrs):
+            b.instrs[:] = kept
+        undo_marks.append(added)
+        stack.append((b, True))
+        for c in reversed(dom.children[b]):
+            stack.append((c, False))
+    replace_uses(fn, repl)      # uses on back edges / in unreachable blocks
+    return bool(repl)

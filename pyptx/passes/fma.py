@@ -1,0 +1,67 @@
+"""FMA contraction (only with `fma=True`): `a * b + c` -> `fma(a, b, c)`, one rounding.
+
+Why explicit: the backend emits `add.rn`/`mul.rn`, which ptxas never fuses, so contraction is
+this pass's decision alone and the CPU executor (which runs the emitted `fma.rn`) agrees with
+the GPU bit for bit.  Rules, float types only (f16/f32/f64), and only when the `mul` has exactly
+one use (otherwise the product is computed anyway and fusing changes nothing but results):
+
+    add(mul(a, b), c) / add(c, mul(a, b))  ->  fma(a, b, c)
+    sub(mul(a, b), c)                      ->  fma(a, b, neg c)
+    sub(c, mul(a, b))                      ->  fma(neg a, b, c)
+
+`neg` is exact, so each rewrite is `a*b ± c` rounded once.  A constant being negated is negated
+in place instead of emitting `neg`.
+"""
+from __future__ import annotations
+
+from ..ir.analysis import use_counts
+from ..ir.core import Const, Function, Instr
+
+
+def _single_use_mul(v, t, uses) -> bool:
+    return isinstance(v, Instr) and v.op == "mul" and v.type == t and uses.get(id(v), 0) == 1
+
+
+def _neg(v, block, before: list, loc):
+    if isinstance(v, Const):
+        return Const(v.type, -float(v.value))
+    n = Instr("neg", [v], v.type, loc=loc)
+    n.block = block
+    before.append(n)
+    return n
+
+
+def run(fn: Function) -> bool:
+    uses = use_counts(fn)
+    dead: set[int] = set()
+    changed = False
+    for b in fn.blocks:
+        out = []
+        for ins in b.instrs:
+            t = ins.type
+            if ins.op in ("add", "sub") and getattr(t, "is_float", False):
+                x, y = ins.operands
+                pre: list = []
+                new_ops = None
+                if _single_use_mul(x, t, uses) and id(x) not in dead:
+                    mul = x
+                    a, bb = mul.operands
+                    c = y if ins.op == "add" else _neg(y, b, pre, ins.loc)
+                    new_ops = [a, bb, c]
+                elif _single_use_mul(y, t, uses) and id(y) not in dead:
+                    mul = y
+                    a, bb = mul.operands
+                    if ins.op == "sub":
+                        a = _neg(a, b, pre, ins.loc)
+                    new_ops = [a, bb, x]
+                if new_ops is not None:
+                    dead.add(id(mul))
+                    out.extend(pre)
+                    ins.op, ins.operands = "fma", new_ops
+                    changed = True
+            out.append(ins)
+        b.instrs[:] = out
+    if dead:
+        for b in fn.blocks:
+            b.instrs[:] = [i for i in b.instrs if id(i) not in dead]
+    return changed

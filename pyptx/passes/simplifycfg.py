@@ -1,0 +1,154 @@
+"""CFG simplification: trivial block arguments, forwarding blocks, straight-line merges.
+
+Why: the frontend emits a block per statement boundary (if/else joins, loop exits, `continue`
+targets), most of which end up as a lone `br`.  Fewer blocks means fewer labels and branches in
+the PTX and larger blocks for CSE.  Rewrites, each local and exact:
+
+* a block argument that receives the same value on every incoming edge (or itself, on a back
+  edge) is that value;
+* `cbr c, ^a(x), ^a(x)` is `br ^a(x)`;
+* a block holding only `br ^t(args)` is bypassed: each predecessor jumps to ^t directly, with
+  the forwarded block's arguments substituted (skipped when the forwarder's arguments are used
+  elsewhere, or when a cbr would end up with one target and two different argument lists);
+* a block whose single predecessor ends in `br` to it is appended to that predecessor.
+"""
+from __future__ import annotations
+
+from ..ir.analysis import predecessors, replace_uses, reverse_postorder
+from ..ir.core import Const, Function
+from .constfold import _fold_branch
+from .dce import remove_unreachable
+
+
+def _same(a, b) -> bool:
+    return a is b or (isinstance(a, Const) and isinstance(b, Const) and a == b)
+
+
+def trivial_args(fn: Function) -> bool:
+    """Replace block args that get one value on every edge; drop them from the edges."""
+    incoming: dict = {b: [] for b in fn.blocks}
+    for b in fn.blocks:
+        t = b.terminator
+        if t is not None:
+            for k, (tgt, _) in enumerate(t.succs):
+                if tgt in incoming:
+                    incoming[tgt].append((t, k))
+    repl: dict[int, object] = {}
+    for b in fn.blocks:
+        if b is fn.entry or not b.args or not incoming[b]:
+            continue
+        drop = []
+        for i, a in enumerate(b.args):
+            value = None
+            for br, k in incoming[b]:
+                v = br.succs[k][1][i]
+                if v is a:
+                    continue
+                if value is None:
+                    value = v
+                elif not _same(v, value):
+                    break
+            else:
+                if value is not None:
+                    repl[id(a)] = value
+                    drop.append(i)
+        if drop:
+            keep = [i for i in range(len(b.args)) if i not in drop]
+            for br, k in incoming[b]:
+                tgt, args = br.succs[k]
+                br.succs[k] = (tgt, [args[i] for i in keep])
+            b.args[:] = [b.args[i] for i in keep]
+            for j, a in enumerate(b.args):
+                a.index = j
+    replace_uses(fn, repl)
+    return bool(repl)
+
+
+def _forwarder_target(b, fn, used_outside):
+    """If b is `br ^t(args)` only (and may be bypassed), return that br."""
+    if b is fn.entry or len(b.instrs) != 1 or b.instrs[0].op != "br":
+        return None
+    br = b.instrs[0]
+    if br.succs[0][0] is b or any(id(a) in used_outside for a in b.args):
+        return None
+    return br
+
+
+def bypass_forwarders(fn: Function) -> bool:
+    # block args used anywhere except their own block's terminator block the bypass
+    used_outside: set[int] = set()
+    for blk in fn.blocks:
+        for ins in blk.instrs:
+            for v in ins.operands:
+                used_outside.add(id(v))
+            for _, args in ins.succs:
+                for v in args:
+                    if not (len(blk.instrs) == 1 and getattr(v, "block", None) is blk
+                            and not hasattr(v, "op")):
+                        used_outside.add(id(v))
+    changed = False
+    for blk in fn.blocks:
+        term = blk.terminator
+        if term is None:
+            continue
+        for k, (tgt, args) in enumerate(term.succs):
+            fwd = _forwarder_target(tgt, fn, used_outside)
+            if fwd is None or tgt is blk:
+                continue
+            final, fargs = fwd.succs[0]
+            sub = {id(a): v for a, v in zip(tgt.args, args)}
+            new_args = [sub.get(id(v), v) for v in fargs]
+            if term.op == "cbr":
+                other_t, other_a = term.succs[1 - k]
+                if other_t is final and not all(map(_same, other_a, new_args)):
+                    continue
+            term.succs[k] = (final, new_args)
+            changed = True
+        if term.op == "cbr":
+            _fold_branch(term)
+    if changed:
+        remove_unreachable(fn)
+    return changed
+
+
+def merge_chains(fn: Function) -> bool:
+    preds = predecessors(fn)
+    changed = False
+    dead = set()
+    repl: dict[int, object] = {}
+    for b in reverse_postorder(fn):
+        if b in dead:
+            continue
+        while True:
+            term = b.terminator
+            if term is None or term.op != "br":
+                break
+            succ, args = term.succs[0]
+            if succ is b or succ is fn.entry or len(preds[succ]) != 1:
+                break
+            for a, v in zip(succ.args, args):
+                repl[id(a)] = v
+            b.instrs.pop()
+            for ins in succ.instrs:
+                ins.block = b
+            b.instrs.extend(succ.instrs)
+            for s in succ.successors:
+                preds[s] = [b if p is succ else p for p in preds[s]]
+            dead.add(succ)
+            changed = True
+    if dead:
+        fn.blocks[:] = [b for b in fn.blocks if b not in dead]
+        replace_uses(fn, repl)
+    return changed
+
+
+def run(fn: Function) -> bool:
+    changed = False
+    for _ in range(4):
+        step = trivial_args(fn)
+        step |= bypass_forwarders(fn)
+        step |= merge_chains(fn)
+        changed |= step
+        if not step:
+            break
+    return changed
