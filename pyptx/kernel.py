@@ -71,9 +71,19 @@ class _LaunchConfig:
         self.block = block
 
     def __call__(self, *args, stream=None, shared_mem: int = 0):
-        from .runtime.launch import launch
+        launch = _launch_fn[0] if _launch_fn else _load_launch()
         return launch(self.kernel, self.grid, self.block, args, stream=stream,
                       shared_mem=shared_mem)
+
+
+_launch_fn: list = []
+
+
+def _load_launch():
+    """Import the runtime on the first launch only (importing pyptx stays light)."""
+    from .runtime.launch import launch
+    _launch_fn.append(launch)
+    return launch
 
 
 def kernel(fn=None, *, fma: bool = True, opt_level: int = 2, signature=None):
