@@ -1,0 +1,102 @@
+"""The user-facing DSL objects: `thread_idx`, `syncthreads`, `shfl_xor`, `shared`, ...
+
+They are inert markers.  The frontend recognises them (by their `intrinsic` name) when it
+evaluates a kernel's names at compile time and lowers each call through its intrinsic registry
+(`pyptx/frontend/intrinsics.py`).  Calling one from ordinary Python raises a clear error.
+"""
+from __future__ import annotations
+
+
+class Intrinsic:
+    """A DSL function that only means something inside a kernel."""
+    __slots__ = ("intrinsic",)
+
+    def __init__(self, name: str):
+        self.intrinsic = name
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"pyptx.{self.intrinsic}() can only be used inside a "
+                           f"@pyptx.kernel or @pyptx.func")
+
+    def __repr__(self):
+        return f"<pyptx intrinsic {self.intrinsic}>"
+
+
+class SpecialRegister:
+    """`thread_idx.x` and friends: one PTX special register (an i32 inside a kernel)."""
+    __slots__ = ("sreg",)
+
+    def __init__(self, sreg: str):
+        self.sreg = sreg
+
+    def __repr__(self):
+        return f"<pyptx special register %{self.sreg}>"
+
+
+class Dim3:
+    """`thread_idx`, `block_idx`, `block_dim`, `grid_dim`: `.x`, `.y`, `.z`."""
+    __slots__ = ("x", "y", "z", "_name")
+
+    def __init__(self, name: str, prefix: str):
+        self._name = name
+        self.x, self.y, self.z = (SpecialRegister(f"{prefix}.{d}") for d in "xyz")
+
+    def __repr__(self):
+        return f"<pyptx {self._name}>"
+
+
+class MemorySpace:
+    """`pyptx.shared` / `pyptx.local`: `.array(shape, dtype)` (and `shared.dynamic(dtype)`)."""
+
+    def __init__(self, space: str, *members: str):
+        self._space = space
+        for m in members:
+            setattr(self, m, Intrinsic(f"{space}.{m}"))
+
+    def __repr__(self):
+        return f"<pyptx.{self._space}>"
+
+
+thread_idx = Dim3("thread_idx", "tid")
+block_idx = Dim3("block_idx", "ctaid")
+block_dim = Dim3("block_dim", "ntid")
+grid_dim = Dim3("grid_dim", "nctaid")
+WARP_SIZE = 32
+
+shared = MemorySpace("shared", "array", "dynamic")
+local = MemorySpace("local", "array")
+
+_FUNCTIONS = ("grid lane_id syncthreads syncwarp threadfence shfl_xor shfl_down shfl_up "
+              "shfl_idx vote_any vote_all ballot atomic_add atomic_min atomic_max atomic_exch "
+              "atomic_and atomic_or atomic_xor atomic_cas popc clz brev dp4a bitcast "
+              "static_range").split()
+
+grid = Intrinsic("grid")
+lane_id = Intrinsic("lane_id")
+syncthreads = Intrinsic("syncthreads")
+syncwarp = Intrinsic("syncwarp")
+threadfence = Intrinsic("threadfence")
+shfl_xor = Intrinsic("shfl_xor")
+shfl_down = Intrinsic("shfl_down")
+shfl_up = Intrinsic("shfl_up")
+shfl_idx = Intrinsic("shfl_idx")
+vote_any = Intrinsic("vote_any")
+vote_all = Intrinsic("vote_all")
+ballot = Intrinsic("ballot")
+atomic_add = Intrinsic("atomic_add")
+atomic_min = Intrinsic("atomic_min")
+atomic_max = Intrinsic("atomic_max")
+atomic_exch = Intrinsic("atomic_exch")
+atomic_and = Intrinsic("atomic_and")
+atomic_or = Intrinsic("atomic_or")
+atomic_xor = Intrinsic("atomic_xor")
+atomic_cas = Intrinsic("atomic_cas")
+popc = Intrinsic("popc")
+clz = Intrinsic("clz")
+brev = Intrinsic("brev")
+dp4a = Intrinsic("dp4a")
+bitcast = Intrinsic("bitcast")
+static_range = Intrinsic("static_range")
+
+__all__ = ["thread_idx", "block_idx", "block_dim", "grid_dim", "WARP_SIZE", "shared", "local",
+           *_FUNCTIONS]

@@ -1,0 +1,360 @@
+"""Scalar arithmetic with NumPy-2 semantics: promotion, conversion, Python `//` and `%`.
+
+Every function takes the lowering context `cx` (for `cx.b`, the IRBuilder, and `cx.err`) and
+values as described in `values.py`.  Two Python constants fold at compile time with Python's
+own semantics (they are Python numbers after all); anything else emits IR.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from .. import types as T
+from ..ir.core import Const, Instr
+from .values import PY_SCALARS, make_const, sample_literal, weak_join
+
+_PY_BINOPS = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
+    "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow,
+    "lshift": operator.lshift, "rshift": operator.rshift, "and": operator.and_,
+    "or": operator.or_, "xor": operator.xor,
+}
+_PY_CMPS = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
+            "gt": operator.gt, "ge": operator.ge}
+SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
+          "pow": "**", "lshift": "<<", "rshift": ">>", "and": "&", "or": "|", "xor": "^",
+          "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def emit(cx, op, operands, t, weak=False, **attrs):
+    ins = cx.b.emit(op, operands, t, **attrs)
+    if weak:
+        cx.b.weak.add(ins)
+    return ins
+
+
+def type_of(cx, v) -> tuple[T.ScalarType, bool]:
+    """(type, weak) of a scalar value; CompileError for anything that is not a scalar."""
+    if isinstance(v, PY_SCALARS):
+        try:
+            return T.literal_type(v), True
+        except OverflowError:
+            raise cx.err(f"the integer {v} does not fit in 64 bits") from None
+    t = getattr(v, "type", None)
+    if isinstance(t, T.ScalarType) and not isinstance(v, type):
+        return t, v in cx.b.weak
+    raise cx.err(f"expected a number here, got {describe(v)}")
+
+
+def describe(v) -> str:
+    from .values import ArrayView
+    if isinstance(v, ArrayView):
+        return f"an array ({v.elem.name}, {v.ndim}-d); index it, e.g. a[i]"
+    if isinstance(v, tuple):
+        return "a tuple; unpack it first (a, b = ...)"
+    if isinstance(v, str):
+        return "a string (strings are only allowed in print)"
+    if v is None:
+        return "None"
+    if isinstance(v, T.ScalarType):
+        return f"the type {v.name}; call it to convert, e.g. {v.name}(x)"
+    return f"{type(v).__name__} {v!r}"[:80]
+
+
+def convert(cx, v, t: T.ScalarType):
+    """`v` as an IR value of type `t` (cvt semantics: wrap, truncate toward zero, saturate)."""
+    if isinstance(v, PY_SCALARS):
+        return make_const(v, t)
+    src = type_of(cx, v)[0]
+    if src == t:
+        return v
+    if isinstance(v, Const):
+        return make_const(v.value, t)
+    return emit(cx, "cvt", [v], t)
+
+
+def convert_literal(cx, v, t: T.ScalarType):
+    """Like `convert`, but a Python literal that does not fit `t` is an error (numpy raises)."""
+    if isinstance(v, int) and not isinstance(v, bool) and t.is_int:
+        info = np.iinfo(t.dtype)
+        if not info.min <= v <= info.max:
+            raise cx.err(f"the integer {v} does not fit in {t.name}; convert explicitly, e.g. "
+                         f"{t.name}({v}) wraps it")
+    return convert(cx, v, t)
+
+
+def truth(cx, v):
+    """Python truthiness as a bool_ value (or a Python bool when known at compile time)."""
+    if isinstance(v, PY_SCALARS):
+        return bool(v)
+    t = type_of(cx, v)[0]
+    if t.is_bool:
+        return v
+    return emit(cx, "cmp", [v, make_const(0, t)], T.bool_, pred="ne")
+
+
+def promote2(cx, a, b, what: str) -> tuple[T.ScalarType, bool]:
+    ta, wa = type_of(cx, a)
+    tb, wb = type_of(cx, b)
+    if not wa and not wb:
+        return T.promote(ta, tb), False
+    if wa and wb:
+        return weak_join(ta, tb), True
+    strong, lit = (ta, b) if wb else (tb, a)
+    if not isinstance(lit, PY_SCALARS):
+        lit = sample_literal(type_of(cx, lit)[0])
+    try:
+        return T.promote_weak(strong, lit), False
+    except OverflowError:
+        raise cx.err(f"the integer {lit} does not fit in {strong.name} (in '{what}'); convert "
+                     f"the other operand to a wider type first, e.g. i64(x)") from None
+
+
+def promote_many(cx, values, what: str) -> tuple[T.ScalarType, bool]:
+    t, w = type_of(cx, values[0])
+    acc = values[0]
+    for v in values[1:]:
+        t, w = promote2(cx, acc, v, what)
+        acc = _typed_probe(t, w)
+    return t, w
+
+
+class _Probe:
+    """A stand-in value of a given type for chained promotion."""
+    __slots__ = ("type",)
+
+    def __init__(self, t):
+        self.type = t
+
+
+def _typed_probe(t, weak):
+    if weak:
+        return sample_literal(t) if not t.is_float else 0.0
+    return _Probe(t)
+
+
+# ---- binary arithmetic ---------------------------------------------------------------------------
+
+def binop(cx, op: str, a, b):
+    if isinstance(a, PY_SCALARS) and isinstance(b, PY_SCALARS):
+        return _fold(cx, op, a, b)
+    if op == "pow":
+        return _power(cx, a, b)
+    t, weak = promote2(cx, a, b, SYMBOL[op])
+    if op == "truediv" and not t.is_float:
+        if t.is_bool:
+            raise cx.err("'/' on booleans is not supported; convert to a number first, "
+                         "e.g. f32(x)")
+        t = T.f32
+    if t.is_bool:
+        return _bool_binop(cx, op, a, b)
+    x, y = convert(cx, a, t), convert(cx, b, t)
+    if op in ("add", "sub", "mul", "truediv"):
+        return emit(cx, {"truediv": "div"}.get(op, op), [x, y], t, weak)
+    if op in ("and", "or", "xor", "lshift", "rshift"):
+        if t.is_float:
+            raise cx.err(f"'{SYMBOL[op]}' needs integers, got {t.name}; convert with i32(x) or "
+                         f"reinterpret with pyptx.bitcast(x, u32)")
+        if op in ("lshift", "rshift"):
+            y = convert(cx, y, T.u32)
+            return emit(cx, "shl" if op == "lshift" else "shr", [x, y], t, weak)
+        return emit(cx, op, [x, y], t, weak)
+    if op == "floordiv":
+        return _float_floordiv(cx, x, y, t, weak) if t.is_float else _int_floordiv(cx, x, y, t, weak)
+    if op == "mod":
+        return _float_mod(cx, x, y, t, weak) if t.is_float else _int_mod(cx, x, y, t, weak)
+    raise cx.err(f"unsupported operator {op}")
+
+
+def _fold(cx, op, a, b):
+    try:
+        r = _PY_BINOPS[op](a, b)
+    except ZeroDivisionError:
+        raise cx.err(f"division by zero in the compile-time expression {a!r} {SYMBOL[op]} "
+                     f"{b!r}") from None
+    except (OverflowError, ValueError, TypeError) as e:
+        raise cx.err(f"cannot compute {a!r} {SYMBOL[op]} {b!r} at compile time ({e})") from None
+    if isinstance(r, complex):
+        raise cx.err(f"{a!r} ** {b!r} is a complex number; kernels compute with real numbers")
+    if isinstance(r, int) and not -2**63 <= r < 2**64:
+        raise cx.err(f"the compile-time value {a!r} {SYMBOL[op]} {b!r} does not fit in 64 bits")
+    return r
+
+
+def _bool_binop(cx, op, a, b):
+    """numpy on two bools: + is or, * is and, & | ^ logical; the rest is an error."""
+    kind = {"add": "or", "mul": "and", "and": "and", "or": "or", "xor": "xor"}.get(op)
+    if kind is None:
+        raise cx.err(f"'{SYMBOL[op]}' on booleans is not supported; convert to a number first, "
+                     f"e.g. i32(flag)")
+    return emit(cx, kind, [convert(cx, a, T.bool_), convert(cx, b, T.bool_)], T.bool_)
+
+
+def _power(cx, a, b):
+    if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= 64:
+        raise cx.err("'**' needs a small non-negative integer literal exponent (x ** 2); "
+                     "for other powers write pyptx.math.exp2(y * pyptx.math.log2(x))")
+    t, weak = type_of(cx, a)
+    if t.is_bool:
+        raise cx.err("'**' on a boolean is not supported; convert it first, e.g. i32(flag)")
+    if b == 0:
+        return 1 if weak and not t.is_float else (1.0 if weak else make_const(1, t))
+    result, base, n = None, a, b
+    while n:                               # square-and-multiply, exact for ints
+        if n & 1:
+            result = base if result is None else emit(cx, "mul", [result, base], t, weak)
+        n >>= 1
+        if n:
+            base = emit(cx, "mul", [base, base], t, weak)
+    return result
+
+
+def _cmp(cx, pred, x, y):
+    return emit(cx, "cmp", [x, y], T.bool_, pred=pred)
+
+
+def _sel(cx, c, x, y, t, weak=False):
+    return emit(cx, "select", [c, x, y], t, weak)
+
+
+def _int_floordiv(cx, a, b, t, weak):
+    """Python `a // b` (floor); x // 0 = 0 and MIN // -1 = MIN, as numpy gives."""
+    zero, one = make_const(0, t), make_const(1, t)
+    if isinstance(b, Const) and b.value > 0:          # the common `i // 2`: no guards needed
+        q = emit(cx, "div", [a, b], t, weak and not t.is_signed)
+        if not t.is_signed:
+            return q
+        r = emit(cx, "sub", [a, emit(cx, "mul", [q, b], t)], t)
+        return _sel(cx, _cmp(cx, "lt", r, zero), emit(cx, "sub", [q, one], t), q, t, weak)
+    bz = _cmp(cx, "eq", b, zero)
+    if not t.is_signed:
+        q = emit(cx, "div", [a, _sel(cx, bz, one, b, t)], t)
+        return _sel(cx, bz, zero, q, t, weak)
+    m1 = make_const(-1, t)
+    bm1 = _cmp(cx, "eq", b, m1)
+    safe = _sel(cx, emit(cx, "or", [bz, bm1], T.bool_), one, b, t)
+    q = emit(cx, "div", [a, safe], t)
+    q = _sel(cx, bm1, emit(cx, "neg", [a], t), q, t)
+    r = emit(cx, "sub", [a, emit(cx, "mul", [q, b], t)], t)
+    fix = emit(cx, "and", [_cmp(cx, "ne", r, zero),
+                           _cmp(cx, "lt", emit(cx, "xor", [r, b], t), zero)], T.bool_)
+    q = _sel(cx, fix, emit(cx, "sub", [q, one], t), q, t)
+    return _sel(cx, bz, zero, q, t, weak)
+
+
+def _int_mod(cx, a, b, t, weak):
+    """Python `a % b` (sign of b); x % 0 = 0, as numpy gives."""
+    zero, one = make_const(0, t), make_const(1, t)
+    if isinstance(b, Const) and b.value > 0:          # the common `i % 32`
+        r = emit(cx, "rem", [a, b], t, weak and not t.is_signed)
+        if not t.is_signed:
+            return r
+        return _sel(cx, _cmp(cx, "lt", r, zero), emit(cx, "add", [r, b], t), r, t, weak)
+    bz = _cmp(cx, "eq", b, zero)
+    if not t.is_signed:
+        r = emit(cx, "rem", [a, _sel(cx, bz, one, b, t)], t)
+        return _sel(cx, bz, zero, r, t, weak)
+    bad = emit(cx, "or", [bz, _cmp(cx, "eq", b, make_const(-1, t))], T.bool_)
+    r = emit(cx, "rem", [a, _sel(cx, bad, one, b, t)], t)
+    fix = emit(cx, "and", [_cmp(cx, "ne", r, zero),
+                           _cmp(cx, "lt", emit(cx, "xor", [r, b], t), zero)], T.bool_)
+    return _sel(cx, fix, emit(cx, "add", [r, b], t), r, t, weak)
+
+
+def _in_f32(cx, t, x, y):
+    if t == T.f16:
+        return T.f32, convert(cx, x, T.f32), convert(cx, y, T.f32)
+    return t, x, y
+
+
+def _float_divmod(cx, a, b, t):
+    """(floor(a / b), a - q*b) corrected so the remainder has the sign of b."""
+    ct, x, y = _in_f32(cx, t, a, b)
+    q = emit(cx, "floor", [emit(cx, "div", [x, y], ct)], ct)
+    r = emit(cx, "fma", [emit(cx, "neg", [q], ct), y, x], ct)
+    zero = make_const(0.0, ct)
+    wrong = emit(cx, "and", [_cmp(cx, "ne", r, zero),
+                             emit(cx, "xor", [_cmp(cx, "lt", r, zero), _cmp(cx, "lt", y, zero)],
+                                  T.bool_)], T.bool_)
+    q = _sel(cx, wrong, emit(cx, "sub", [q, make_const(1.0, ct)], ct), q, ct)
+    r = _sel(cx, wrong, emit(cx, "add", [r, y], ct), r, ct)
+    return ct, q, r
+
+
+def _float_floordiv(cx, a, b, t, weak):
+    ct, q, _ = _float_divmod(cx, a, b, t)
+    return convert(cx, q, t) if ct != t else _mark(cx, q, weak)
+
+
+def _float_mod(cx, a, b, t, weak):
+    ct, _, r = _float_divmod(cx, a, b, t)
+    return convert(cx, r, t) if ct != t else _mark(cx, r, weak)
+
+
+def _mark(cx, v, weak):
+    if weak:
+        cx.b.weak.add(v)
+    return v
+
+
+# ---- unary ------------------------------------------------------------------------------------
+
+def unary(cx, op: str, v):
+    if isinstance(v, PY_SCALARS):
+        if op == "not":
+            return not v
+        if op == "invert" and isinstance(v, float):
+            raise cx.err("'~' needs an integer, got a float")
+        return {"neg": operator.neg, "pos": operator.pos, "invert": operator.invert}[op](v)
+    t, weak = type_of(cx, v)
+    if op == "not":
+        return emit(cx, "not", [truth(cx, v)], T.bool_)
+    if op == "pos":
+        return v
+    if op == "neg":
+        if t.is_bool:
+            raise cx.err("unary '-' on a boolean is not supported; use 'not x' or -i32(x)")
+        return emit(cx, "neg", [v], t, weak)
+    if t.is_float:
+        raise cx.err(f"'~' needs an integer or bool, got {t.name}")
+    return emit(cx, "not", [v], t, weak)
+
+
+# ---- comparisons -------------------------------------------------------------------------------
+
+def compare(cx, pred: str, a, b):
+    if isinstance(a, PY_SCALARS) and isinstance(b, PY_SCALARS):
+        return _PY_CMPS[pred](a, b)
+    folded = _out_of_range_compare(cx, pred, a, b)
+    if folded is not None:
+        return folded
+    t, _ = promote2(cx, a, b, SYMBOL[pred])
+    x, y = convert(cx, a, t), convert(cx, b, t)
+    if t.is_bool:
+        x, y = convert(cx, x, T.u32), convert(cx, y, T.u32)
+    return emit(cx, "cmp", [x, y], T.bool_, pred=pred)
+
+
+_FLIP = {"lt": "gt", "gt": "lt", "le": "ge", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+def _out_of_range_compare(cx, pred, a, b):
+    """numpy 2 compares an int column with an out-of-range Python int exactly: constant."""
+    if isinstance(a, int) and not isinstance(a, bool) and not isinstance(b, PY_SCALARS):
+        return _out_of_range_compare(cx, _FLIP[pred], b, a)
+    if not (isinstance(b, int) and not isinstance(b, bool)) or isinstance(a, PY_SCALARS):
+        return None
+    t, weak = type_of(cx, a)
+    if weak or not t.is_int:
+        return None
+    info = np.iinfo(t.dtype)
+    if info.min <= b <= info.max:
+        return None
+    above = b > info.max            # every value of a is < b
+    return {"lt": above, "le": above, "gt": not above, "ge": not above,
+            "eq": False, "ne": True}[pred]
+
+
+def is_instr(v) -> bool:
+    return isinstance(v, Instr)

@@ -1,0 +1,260 @@
+"""Calls: dispatch on what is called, and inlining of `@pyptx.func` device functions.
+
+A device function is inlined at every call: its body is lowered into the caller's builder in a
+fresh scope; each `return` writes a hidden result variable and branches to a continuation block,
+where SSA construction joins the results (their types promote like any variable's).
+Parameters annotated with a scalar type convert their argument (numpy `same_kind` casting: f64
+to f32 is fine, f32 to i32 is an error); unannotated parameters take the argument as it is.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import types as pytypes
+
+import numpy as np
+
+from .. import types as T
+from ..kernel import DeviceFunction, Kernel
+from . import arith, memory
+from .source import get_source
+from .values import PY_SCALARS, ArrayView, is_const
+
+
+def is_allowed_object(v) -> bool:
+    from ..dsl import Dim3, Intrinsic, MemorySpace, SpecialRegister
+    return isinstance(v, (pytypes.ModuleType, DeviceFunction, T.ScalarType, T.ArrayType,
+                          Intrinsic, SpecialRegister, Dim3, MemorySpace, Kernel,
+                          pytypes.FunctionType, pytypes.BuiltinFunctionType, type,
+                          memory.BoundView)) or v is T.constexpr
+
+
+def lower_call(cx, node):
+    callee = cx.expr(node.func)
+    for a in node.args:
+        if isinstance(a, ast.Starred):
+            raise cx.err("'*args' in calls is not supported; pass arguments one by one", a)
+    for k in node.keywords:
+        if k.arg is None:
+            raise cx.err("'**kwargs' in calls is not supported; pass arguments by name", node)
+    from ..dsl import Intrinsic
+    from .intrinsics import BUILTINS, REGISTRY
+    if isinstance(callee, Intrinsic) and callee.intrinsic == "static_range":
+        raise cx.err("static_range() can only be used as 'for i in pyptx.static_range(N)'")
+    if callee is builtins.range:
+        raise cx.err("range() can only be used as 'for i in range(...)'")
+    if callee is builtins.print:
+        from .intrinsics import lower_print
+        return lower_print(cx, node)
+    args = [cx.expr(a) for a in node.args]
+    kwargs = {k.arg: cx.expr(k.value) for k in node.keywords}
+    cx.set_loc(node)
+    if isinstance(callee, Intrinsic):
+        return REGISTRY[callee.intrinsic](cx, args, kwargs)
+    if isinstance(callee, T.ScalarType):
+        return _cast(cx, callee, args, kwargs)
+    if isinstance(callee, memory.BoundView):
+        if len(args) != 1 or kwargs:
+            raise cx.err("a.view(dtype) takes one argument, the new element type")
+        return memory.reinterpret(cx, callee.array, memory.as_dtype(cx, args[0], "view()'s type"))
+    if isinstance(callee, DeviceFunction):
+        return inline(cx, callee, args, kwargs)
+    if isinstance(callee, Kernel):
+        raise cx.err(f"'{callee.name}' is a @pyptx.kernel and cannot be called from a kernel; "
+                     f"make the shared code a @pyptx.func")
+    key = BUILTINS.get(callee) if _hashable(callee) else None
+    if key is not None:
+        return REGISTRY[key](cx, args, kwargs)
+    if callable(callee) and not isinstance(callee, type):
+        name = getattr(callee, "__name__", "?")
+        raise cx.err(f"'{name}' is a plain Python function and cannot be called in a kernel; "
+                     f"decorate it with @pyptx.func (or use a pyptx intrinsic)")
+    raise cx.err(f"cannot call {arith.describe(callee)} in a kernel")
+
+
+def _hashable(v) -> bool:
+    try:
+        hash(v)
+        return True
+    except TypeError:
+        return False
+
+
+def _cast(cx, t: T.ScalarType, args, kwargs):
+    if len(args) != 1 or kwargs:
+        raise cx.err(f"{t.name}(x) takes exactly one value to convert")
+    v = args[0]
+    if t.is_bool:
+        return arith.truth(cx, v)
+    arith.type_of(cx, v)
+    return arith.convert(cx, v, t)
+
+
+# ---- device functions -----------------------------------------------------------------------
+
+class ReturnSite:
+    """Where `return` goes inside one inlined call."""
+    __slots__ = ("block", "var", "shape", "objects")
+
+    def __init__(self, block, var):
+        self.block = block
+        self.var = var
+        self.shape = None          # 'none' | 'scalar' | ('tuple', n) | 'object'
+        self.objects: list = []
+
+
+_SIGS: dict = {}
+
+
+def _signature(df: DeviceFunction):
+    got = _SIGS.get(df.py_func)
+    if got is None:
+        sig = inspect.signature(df.py_func)
+        for p in sig.parameters.values():
+            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                got = (sig, None, f"parameter '{p.name}' of {df.name} must be a plain "
+                                  f"positional parameter (no *args, **kwargs, keyword-only)")
+                break
+        else:
+            anns = {}
+            for name, a in (getattr(df.py_func, "__annotations__", None) or {}).items():
+                if isinstance(a, str):
+                    try:
+                        a = eval(a, dict(df.py_func.__globals__))  # noqa: S307 - user's own
+                    except Exception:  # noqa: BLE001
+                        a = None
+                anns[name] = T.bool_ if a is bool else a
+            got = (sig, anns, None)
+        _SIGS[df.py_func] = got
+    return got
+
+
+def inline(cx, df: DeviceFunction, args, kwargs):
+    from .lowering import Scope
+    if any(f is df.py_func for f in cx.inline_stack):
+        chain = " -> ".join(f.__name__ for f in cx.inline_stack) + f" -> {df.name}"
+        raise cx.err(f"recursion is not supported in kernels ({chain}); rewrite it as a loop")
+    sig, anns, problem = _signature(df)
+    if problem:
+        raise cx.err(problem)
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise cx.err(f"bad call of {df.name}: {e}") from None
+    bound.apply_defaults()
+    src = get_source(df.py_func)
+    cx._n += 1
+    scope = Scope(src, df.py_func, f"c{cx._n}:", df)
+    b = cx.b
+    site = ReturnSite(b.new_block("ret"), cx.fresh("ret"))
+    scope.ret = site
+    converted = {n: _check_arg(cx, df, n, v, anns.get(n)) for n, v in bound.arguments.items()}
+    caller, was_frozen, saved_node = cx.scope, cx.loc_frozen, cx.node
+    cx.scope, cx.loc_frozen = scope, True
+    cx.inline_stack.append(df.py_func)
+    try:
+        for n, v in converted.items():
+            cx.assign_name(n, v)
+        cx.body(src.fn_node.body)
+        if b.block is not None:
+            _record(cx, site, None)
+            b.br(site.block)
+        b.seal(site.block)
+        if not b.preds[site.block]:
+            raise cx.err(f"{df.name} never returns", src.fn_node)
+        b.block = site.block
+        result = _result(cx, site)
+        ret_ann = anns.get("return")
+        if isinstance(ret_ann, T.ScalarType):
+            result = _check_arg(cx, df, "return", result, ret_ann)
+    finally:
+        cx.inline_stack.pop()
+        cx.scope, cx.loc_frozen, cx.node = caller, was_frozen, saved_node
+    return result
+
+
+def _check_arg(cx, df, name, v, ann):
+    what = "the return value" if name == "return" else f"argument '{name}'"
+    if ann is None or ann is inspect.Parameter.empty:
+        return v
+    if ann is T.constexpr:
+        if not is_const(v):
+            raise cx.err(f"{what} of {df.name} is a constexpr: pass a compile-time value")
+        return v
+    if isinstance(ann, T.ArrayType):
+        if not isinstance(v, ArrayView) or v.elem != ann.dtype or v.ndim != ann.ndim:
+            raise cx.err(f"{what} of {df.name} must be a {ann!r} array, got "
+                         f"{arith.describe(v)}")
+        return v
+    if isinstance(ann, T.ScalarType):
+        t, weak = arith.type_of(cx, v)
+        if weak and is_const(v):
+            ok = not (isinstance(v, float) and not ann.is_float)
+        else:
+            ok = bool(np.can_cast(t.dtype, ann.dtype, "same_kind")) or (weak and not t.is_float)
+        if not ok:
+            raise cx.err(f"{what} of {df.name} is {t.name} but is declared {ann.name}; convert "
+                         f"it explicitly, e.g. {ann.name}(x)")
+        return arith.convert_literal(cx, v, ann)
+    raise cx.err(f"the annotation of '{name}' in {df.name} is not a pyptx type ({ann!r}); "
+                 f"use f32, i32, f32[:] ...")
+
+
+def lower_return(cx, st) -> None:
+    site = cx.scope.ret
+    if not isinstance(site, ReturnSite):
+        if st.value is not None:
+            raise cx.err("a kernel cannot return a value; write results into an output array",
+                         st)
+        cx.b.br(site)
+        return
+    value = cx.expr(st.value) if st.value is not None else None
+    cx.set_loc(st)
+    _record(cx, site, value)
+    cx.b.br(site.block)
+
+
+def _shape_of(value):
+    if value is None:
+        return "none"
+    if isinstance(value, tuple):
+        return ("tuple", len(value))
+    if is_const(value) or isinstance(getattr(value, "type", None), T.ScalarType):
+        return "scalar"
+    return "object"
+
+
+def _record(cx, site: ReturnSite, value) -> None:
+    shape = _shape_of(value)
+    if site.shape is not None and site.shape != shape:
+        raise cx.err(f"{cx.scope.func.name} returns different kinds of values on different "
+                     f"paths; return the same number of values everywhere")
+    site.shape = shape
+    if shape == "scalar":
+        cx.b.write(site.var, value)
+    elif isinstance(shape, tuple):
+        for k, v in enumerate(value):
+            if _shape_of(v) != "scalar":
+                site.objects.append((k, v))
+            else:
+                cx.b.write(f"{site.var}.{k}", v)
+    elif shape == "object":
+        if site.objects and site.objects[0][1] is not value:
+            raise cx.err(f"{cx.scope.func.name} returns different arrays on different paths")
+        site.objects.append((None, value))
+
+
+def _result(cx, site: ReturnSite):
+    if site.shape == "none":
+        return None
+    if site.shape == "scalar":
+        return cx.b.read(site.var)
+    if site.shape == "object":
+        return site.objects[0][1]
+    objs = dict(site.objects)
+    return tuple(objs[k] if k in objs else cx.b.read(f"{site.var}.{k}")
+                 for k in range(site.shape[1]))
+
+
+__all__ = ["lower_call", "inline", "lower_return", "is_allowed_object", "PY_SCALARS"]

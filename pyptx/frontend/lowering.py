@@ -1,0 +1,639 @@
+"""The AST walker: statements and expressions of a kernel (and of inlined device functions).
+
+SSA is built on the fly by `pyptx.ir.builder.IRBuilder`.  A variable has one type per function
+(SPEC 2.1); the driver (`lower.py`) re-runs this walker with the types it observed when a first
+walk had to guess (a loop-carried variable read before its typed assignment).  Control flow with
+compile-time conditions (constexpr `if`, `while False`) is folded while lowering, so the dead
+side is never lowered.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+
+import numpy as np
+
+from .. import types as T
+from ..errors import CompileError
+from ..ir.builder import UNDEF, IRBuilder
+from ..ir.core import BlockArg, Const, Instr
+from . import arith, memory
+from .values import PY_SCALARS, ArrayView, TupleVar, TypeAcc, is_const, make_const
+
+_BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
+           ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.LShift: "lshift",
+           ast.RShift: "rshift", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor"}
+_CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt",
+           ast.GtE: "ge"}
+_UNARY = {ast.USub: "neg", ast.UAdd: "pos", ast.Invert: "invert", ast.Not: "not"}
+
+#: statements that are never supported, with what to write instead
+_UNSUPPORTED_STMTS = {
+    ast.ClassDef: "classes cannot be defined in a kernel; define them outside (and pass data "
+                  "as arrays)",
+    ast.FunctionDef: "functions cannot be defined inside a kernel; define a @pyptx.func at "
+                     "module level",
+    ast.AsyncFunctionDef: "functions cannot be defined inside a kernel; define a @pyptx.func "
+                          "at module level",
+    ast.Try: "exceptions are not supported in kernels; check conditions with if",
+    ast.Raise: "exceptions are not supported in kernels; check conditions with if and return",
+    ast.With: "'with' is not supported in kernels",
+    ast.AsyncWith: "'with' is not supported in kernels",
+    ast.AsyncFor: "'async for' is not supported; use for ... in range(...)",
+    ast.Global: "'global' is not supported: kernels cannot assign module variables; write "
+                "results into an array parameter",
+    ast.Nonlocal: "'nonlocal' is not supported in kernels",
+    ast.Import: "imports are not allowed inside a kernel; import at module level",
+    ast.ImportFrom: "imports are not allowed inside a kernel; import at module level",
+    ast.Delete: "'del' is not supported in kernels",
+    ast.Assert: "'assert' is not supported in kernels; use if ...: return",
+}
+if hasattr(ast, "Match"):
+    _UNSUPPORTED_STMTS[ast.Match] = "'match' is not supported in kernels; use if/elif"
+if hasattr(ast, "TryStar"):
+    _UNSUPPORTED_STMTS[ast.TryStar] = "exceptions are not supported in kernels"
+
+_UNSUPPORTED_EXPRS = {
+    ast.Lambda: "lambdas are not supported in kernels; define a @pyptx.func",
+    ast.List: "lists are not supported in kernels; use a tuple of values or "
+              "pyptx.local.array(n, dtype)",
+    ast.Dict: "dicts are not supported in kernels",
+    ast.Set: "sets are not supported in kernels",
+    ast.ListComp: "comprehensions are not supported in kernels; write a for loop",
+    ast.SetComp: "comprehensions are not supported in kernels; write a for loop",
+    ast.DictComp: "comprehensions are not supported in kernels; write a for loop",
+    ast.GeneratorExp: "generator expressions are not supported in kernels; write a for loop",
+    ast.Await: "'await' is not supported in kernels",
+    ast.Yield: "generators are not supported in kernels (no 'yield')",
+    ast.YieldFrom: "generators are not supported in kernels (no 'yield from')",
+    ast.JoinedStr: "f-strings are not supported; pass values to print separately: "
+                   "print(\"x =\", x)",
+    ast.Starred: "'*' unpacking is not supported in kernels; pass arguments one by one",
+    ast.Slice: "slicing is not supported in kernels; index single elements, a[i]",
+    ast.NamedExpr: "':=' is not supported in kernels; assign on its own line",
+}
+
+
+class Scope:
+    """The names of one function body being lowered (the kernel, or one inlined call)."""
+    __slots__ = ("src", "globals", "closure", "prefix", "objvars", "dyn_locals", "loops",
+                 "ret", "func")
+
+    def __init__(self, src, py_func, prefix: str, func=None):
+        self.src = src
+        self.globals = py_func.__globals__
+        self.closure = {}
+        if py_func.__closure__:
+            for name, cell in zip(py_func.__code__.co_freevars, py_func.__closure__):
+                try:
+                    self.closure[name] = cell.cell_contents
+                except ValueError:
+                    pass
+        self.prefix = prefix
+        self.objvars: dict = {}
+        self.dyn_locals: set = set()
+        self.loops: list = []            # (continue block, break block)
+        self.ret = None                  # ReturnSite for device functions, else the exit block
+        self.func = func
+
+
+class Lowerer:
+    """One walk over a kernel.  `declared` maps variable keys to (type, weak) from a previous
+    walk; `observed` collects what this walk saw."""
+
+    def __init__(self, fn, declared: dict):
+        self.fn = fn
+        self.b = IRBuilder(fn, self._phi_type, self._coerce)
+        self.declared = declared
+        self.observed: dict[str, TypeAcc] = {}
+        self.assumed: list = []          # (key, type, weak) decisions to re-check at the end
+        self.const_writes: set = set()   # keys that held a Python constant
+        self.hidden_types: dict = {}
+        self.scope: Scope | None = None
+        self.node = None
+        self.loc_frozen = False
+        self.inline_stack: list = []
+        self.written: set = set()
+        self.uses_printf = False
+        self._n = 0
+
+    # ---- errors ------------------------------------------------------------------------------
+    def err(self, message: str, node=None) -> CompileError:
+        return self.scope.src.error(node if node is not None else self.node, message)
+
+    def fresh(self, prefix: str) -> str:
+        self._n += 1
+        return f"${prefix}{self._n}"
+
+    # ---- typing callbacks for the builder ----------------------------------------------------
+    def _phi_type(self, var: str, operands):
+        if var in self.declared:
+            return self.declared[var]
+        if var in self.hidden_types:
+            return self.hidden_types[var]
+        if operands is not None and operands:
+            acc = TypeAcc()
+            for v in operands:
+                if isinstance(v, PY_SCALARS):
+                    acc.add(T.literal_type(v), True)
+                elif isinstance(getattr(v, "type", None), T.ScalarType):
+                    acc.add(v.type, v in self.b.weak)
+                elif getattr(v, "type", 0) is None:
+                    continue
+                else:
+                    raise self.err(f"'{var.rsplit(':', 1)[-1]}' holds {arith.describe(v)} on "
+                                   f"one path and a number on another; use one kind per name")
+            if acc.strong is not None or acc.weak is not None:
+                t = acc.final()
+                if not var.startswith("$"):
+                    self.assumed.append((var, *t))
+                return t
+        acc = self.observed.get(var)
+        t = acc.final() if acc is not None else (T.i32, True)
+        if not var.startswith("$"):
+            self.assumed.append((var, *t))
+        return t
+
+    def _coerce(self, v, t, block):
+        if isinstance(v, PY_SCALARS):
+            return make_const(v, t)
+        if not isinstance(getattr(v, "type", None), T.ScalarType):
+            raise self.err(f"a variable holds {arith.describe(v)} on one path and a number on "
+                           f"another; use one kind per name")
+        if isinstance(v, Const):
+            return make_const(v.value, t)
+        return self.b.emit_at_end(block, Instr("cvt", [v], t, {}, self.b.loc))
+
+    # ---- variables ---------------------------------------------------------------------------
+    def write_scalar(self, key: str, value) -> None:
+        t, weak = arith.type_of(self, value)
+        decl = self.declared.get(key)
+        if decl is not None:
+            dt, dweak = decl
+            if is_const(value):
+                if not dweak:
+                    value = arith.convert(self, value, dt)
+            elif t != dt:
+                value = arith.convert(self, value, dt)
+                if dweak and isinstance(value, Instr):
+                    self.b.weak.add(value)
+        self.observed.setdefault(key, TypeAcc()).add(t, weak)
+        if is_const(value):
+            self.const_writes.add(key)
+        else:
+            self.assumed.append((key, value.type, value in self.b.weak))
+        self.b.write(key, value)
+
+    def assign_name(self, name: str, value) -> None:
+        sc = self.scope
+        prev = sc.objvars.get(name)
+        if isinstance(value, tuple):
+            if prev is not None and not (isinstance(prev, TupleVar) and prev.n == len(value)):
+                raise self.err(f"'{name}' cannot be rebound to a tuple here; use a new name")
+            sc.objvars[name] = TupleVar(len(value))
+            for k, v in enumerate(value):
+                self.assign_name(f"{name}.{k}", v)
+            return
+        if is_const(value) or isinstance(getattr(value, "type", None), T.ScalarType) and \
+                not isinstance(value, type):
+            if prev is not None:
+                raise self.err(self._rebind_message(name, prev))
+            if value is UNDEF:
+                raise self.err(f"'{name}' is used before it is assigned")
+            sc.dyn_locals.add(name)
+            self.write_scalar(sc.prefix + name, value)
+            return
+        if prev is not None and prev is not value:
+            raise self.err(self._rebind_message(name, prev))
+        if sc.prefix + name in self.b.defs:
+            raise self.err(f"'{name}' holds a number elsewhere and cannot also hold "
+                           f"{arith.describe(value)}; use a new name")
+        if value is None:
+            raise self.err("this expression has no value (a call of something that returns "
+                           "nothing?)")
+        sc.objvars[name] = value
+
+    def _rebind_message(self, name: str, prev) -> str:
+        if isinstance(prev, ArrayView):
+            what = "an array parameter" if prev.root == name else "an array"
+            return (f"'{name}' is {what} and cannot be reassigned; store elements with "
+                    f"{name}[i] = ..., or use a new name")
+        if isinstance(prev, TupleVar):
+            return f"'{name}' holds a tuple and cannot be reassigned to something else; use a new name"
+        return (f"'{name}' holds {arith.describe(prev)} and cannot be reassigned; use a new name")
+
+    def load_name(self, name: str):
+        sc = self.scope
+        obj = sc.objvars.get(name)
+        if obj is not None:
+            if isinstance(obj, TupleVar):
+                return tuple(self.load_name(f"{name}.{k}") for k in range(obj.n))
+            return obj
+        if name in sc.src.local_names or name in sc.dyn_locals:
+            v = self.b.read(sc.prefix + name)
+            if v is UNDEF:
+                raise self.err(f"'{name}' is used before it is assigned (on every path to "
+                               f"here); assign it first, e.g. {name} = 0")
+            return v
+        return self.global_value(name)
+
+    def global_value(self, name: str):
+        sc = self.scope
+        if name in sc.globals:
+            v = sc.globals[name]
+        elif name in sc.closure:
+            v = sc.closure[name]
+        elif hasattr(builtins, name):
+            v = getattr(builtins, name)
+        else:
+            raise self.err(f"name '{name}' is not defined")
+        return self.compile_time(v, name)
+
+    def compile_time(self, v, name: str):
+        """Check (and adapt) a Python object a kernel refers to by name or attribute."""
+        from .calls import is_allowed_object
+        if isinstance(v, PY_SCALARS) or v is None or isinstance(v, str):
+            return v
+        if isinstance(v, np.generic):
+            try:
+                return make_const(v.item(), T.from_dtype(v.dtype))
+            except KeyError:
+                pass
+        if isinstance(v, type) and issubclass(v, np.generic):
+            try:
+                return T.from_dtype(v)
+            except KeyError:
+                pass
+        if is_allowed_object(v) or callable(v):
+            return v
+        kind = type(v).__name__
+        raise self.err(f"'{name}' is a {kind}; kernels can only use int, float and bool "
+                       f"constants, pyptx intrinsics and @pyptx.func functions from outside; "
+                       f"pass data as array parameters")
+
+    # ---- locations -----------------------------------------------------------------------------
+    def set_loc(self, node) -> None:
+        self.node = node
+        if not self.loc_frozen:
+            src = self.scope.src
+            self.b.loc = (src.line_of(node), src.col_of(node))
+
+    # ---- statements ----------------------------------------------------------------------------
+    def body(self, stmts) -> None:
+        for st in stmts:
+            if self.b.block is None:
+                return                    # the rest is unreachable (after return/break/...)
+            self.stmt(st)
+
+    def stmt(self, st) -> None:
+        self.set_loc(st)
+        method = _STMT_DISPATCH.get(type(st))
+        if method is None:
+            msg = _UNSUPPORTED_STMTS.get(type(st),
+                                         f"'{type(st).__name__}' statements are not supported "
+                                         f"in kernels")
+            raise self.err(msg, st)
+        method(self, st)
+
+    def s_pass(self, st):
+        pass
+
+    def s_expr(self, st):
+        if isinstance(st.value, ast.Constant) and isinstance(st.value.value, str):
+            return                        # docstring
+        self.expr(st.value)
+
+    def s_assign(self, st):
+        value = self.expr(st.value)
+        for target in st.targets:
+            self.assign_target(target, value)
+
+    def s_annassign(self, st):
+        if st.value is None:
+            raise self.err("declare a variable with a value: x: f32 = 0.0", st)
+        ann = self.expr(st.annotation)
+        value = self.expr(st.value)
+        if isinstance(ann, T.ScalarType):
+            value = arith.convert(self, value, ann)
+        if not isinstance(st.target, ast.Name):
+            raise self.err("annotated assignment needs a plain name on the left", st)
+        self.assign_target(st.target, value)
+
+    def assign_target(self, target, value) -> None:
+        self.set_loc(target)
+        if isinstance(target, ast.Name):
+            self.assign_name(target.id, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, ArrayView) or not isinstance(value, tuple):
+                raise self.err(f"cannot unpack {arith.describe(value)} into "
+                               f"{len(target.elts)} names", target)
+            if any(isinstance(e, ast.Starred) for e in target.elts):
+                raise self.err("starred assignment (a, *b = ...) is not supported", target)
+            if len(value) != len(target.elts):
+                raise self.err(f"cannot unpack {len(value)} values into {len(target.elts)} "
+                               f"names", target)
+            for t, v in zip(target.elts, value):
+                self.assign_target(t, v)
+        elif isinstance(target, ast.Subscript):
+            view, ptr = self.subscript_ptr(target)
+            memory.store(self, view, ptr, value)
+        elif isinstance(target, ast.Attribute):
+            raise self.err("cannot assign to an attribute in a kernel; assign a plain name or "
+                           "an array element", target)
+        else:
+            raise self.err("cannot assign to this expression", target)
+
+    def subscript_ptr(self, node):
+        base = self.expr(node.value)
+        if not isinstance(base, ArrayView):
+            raise self.err(f"only arrays can be assigned by index, not {arith.describe(base)}",
+                           node)
+        index = self.index_expr(node.slice)
+        self.set_loc(node)
+        return base, memory.element_ptr(self, base, index)
+
+    def index_expr(self, node):
+        if isinstance(node, ast.Slice) or (isinstance(node, ast.Tuple) and any(
+                isinstance(e, ast.Slice) for e in node.elts)):
+            raise self.err("slicing is not supported in kernels; index single elements, a[i]",
+                           node)
+        return self.expr(node)
+
+    def s_augassign(self, st):
+        op = _BINOPS[type(st.op)]
+        if isinstance(st.target, ast.Name):
+            cur = self.load_name(st.target.id)
+            value = self.expr(st.value)
+            self.set_loc(st)
+            self.assign_name(st.target.id, arith.binop(self, op, cur, value))
+        elif isinstance(st.target, ast.Subscript):
+            view, ptr = self.subscript_ptr(st.target)
+            value = self.expr(st.value)
+            self.set_loc(st)
+            new = arith.binop(self, op, memory.load(self, view, ptr), value)
+            memory.store(self, view, ptr, new)
+        else:
+            raise self.err("augmented assignment needs a name or an array element on the left",
+                           st)
+
+    def s_if(self, st):
+        b = self.b
+        then = b.new_block("then")
+        other = b.new_block("else") if st.orelse else None
+        merge = b.new_block("endif")
+        self.cond(st.test, then, other or merge)
+        for blk, stmts in ((then, st.body), (other, st.orelse)):
+            if blk is None:
+                continue
+            b.seal(blk)
+            if b.preds[blk]:
+                b.block = blk
+                self.body(stmts)
+                if b.block is not None:
+                    b.br(merge)
+        b.seal(merge)
+        b.block = merge if b.preds[merge] else None
+
+    def s_while(self, st):
+        if st.orelse:
+            raise self.err("while ... else is not supported; use a flag variable", st)
+        b = self.b
+        head = b.new_block("while")
+        body = b.new_block("body")
+        done = b.new_block("endwhile")
+        b.loop_assigned[head] = {self.scope.prefix + n for n in self.scope.src.assigned_in(st)}
+        b.br(head)
+        b.block = head
+        self.cond(st.test, body, done)
+        b.seal(body)
+        if b.preds[body]:
+            b.block = body
+            self.scope.loops.append((head, done))
+            self.body(st.body)
+            self.scope.loops.pop()
+            if b.block is not None:
+                b.br(head)
+        b.seal(head)
+        b.seal(done)
+        b.block = done if b.preds[done] else None
+
+    def s_for(self, st):
+        from .loops import lower_for
+        lower_for(self, st)
+
+    def s_break(self, st):
+        if not self.scope.loops:
+            raise self.err("'break' outside a loop", st)
+        self.b.br(self.scope.loops[-1][1])
+
+    def s_continue(self, st):
+        if not self.scope.loops:
+            raise self.err("'continue' outside a loop", st)
+        self.b.br(self.scope.loops[-1][0])
+
+    def s_return(self, st):
+        from .calls import lower_return
+        lower_return(self, st)
+
+    # ---- conditions (branching form of boolean expressions) --------------------------------
+    def cond(self, node, if_true, if_false) -> None:
+        b = self.b
+        if isinstance(node, ast.BoolOp):
+            for k, sub in enumerate(node.values):
+                if k == len(node.values) - 1:
+                    self.cond(sub, if_true, if_false)
+                    return
+                nxt = b.new_block("and" if isinstance(node.op, ast.And) else "or")
+                if isinstance(node.op, ast.And):
+                    self.cond(sub, nxt, if_false)
+                else:
+                    self.cond(sub, if_true, nxt)
+                b.seal(nxt)
+                if not b.preds[nxt]:
+                    return
+                b.block = nxt
+            return
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            self.cond(node.operand, if_false, if_true)
+            return
+        if isinstance(node, ast.Compare) and len(node.ops) > 1:
+            left = self.expr(node.left)
+            for k, (op, right_node) in enumerate(zip(node.ops, node.comparators)):
+                right = self.expr(right_node)
+                self.set_loc(node)
+                c = self.compare_op(op, left, right)
+                if k == len(node.ops) - 1:
+                    self.branch(c, if_true, if_false)
+                    return
+                nxt = b.new_block("cmp")
+                self.branch(c, nxt, if_false)
+                b.seal(nxt)
+                if not b.preds[nxt]:
+                    return
+                b.block = nxt
+                left = right
+            return
+        value = self.expr(node)
+        self.set_loc(node)
+        self.branch(arith.truth(self, value), if_true, if_false)
+
+    def branch(self, c, if_true, if_false) -> None:
+        if isinstance(c, bool):
+            self.b.br(if_true if c else if_false)
+        else:
+            self.b.cbr(c, if_true, if_false)
+
+    def compare_op(self, op, left, right):
+        pred = _CMPOPS.get(type(op))
+        if pred is None:
+            what = {ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in"}[type(op)]
+            raise self.err(f"'{what}' is not supported in kernels; compare numbers with == or !=")
+        return arith.compare(self, pred, left, right)
+
+    def cond_value(self, node):
+        """A boolean expression used as a value: branches joined by a hidden variable."""
+        b = self.b
+        var = self.fresh("cond")
+        t, f, done = b.new_block("true"), b.new_block("false"), b.new_block("join")
+        self.cond(node, t, f)
+        for blk, val in ((t, True), (f, False)):
+            b.seal(blk)
+            if b.preds[blk]:
+                b.block = blk
+                b.write(var, val)
+                b.br(done)
+        b.seal(done)
+        b.block = done
+        v = b.read(var)
+        return v
+
+    # ---- expressions ----------------------------------------------------------------------------
+    def expr(self, node):
+        saved = self.node
+        self.set_loc(node)
+        method = _EXPR_DISPATCH.get(type(node))
+        if method is None:
+            msg = _UNSUPPORTED_EXPRS.get(type(node), f"'{type(node).__name__}' expressions are "
+                                                     f"not supported in kernels")
+            raise self.err(msg, node)
+        v = method(self, node)
+        self.node = saved
+        return v
+
+    def e_constant(self, node):
+        v = node.value
+        if isinstance(v, (bool, int, float, str)) or v is None:
+            return v
+        raise self.err(f"{type(v).__name__} constants are not supported in kernels")
+
+    def e_name(self, node):
+        return self.load_name(node.id)
+
+    def e_tuple(self, node):
+        return tuple(self.expr(e) for e in node.elts)
+
+    def e_binop(self, node):
+        a = self.expr(node.left)
+        b = self.expr(node.right)
+        self.set_loc(node)
+        return arith.binop(self, _BINOPS[type(node.op)], a, b)
+
+    def e_unaryop(self, node):
+        if isinstance(node.op, ast.Not) and not isinstance(node.operand, (ast.Constant, ast.Name)):
+            return self.cond_value(node)
+        v = self.expr(node.operand)
+        self.set_loc(node)
+        return arith.unary(self, _UNARY[type(node.op)], v)
+
+    def e_boolop(self, node):
+        return self.cond_value(node)
+
+    def e_compare(self, node):
+        if len(node.ops) > 1:
+            return self.cond_value(node)
+        a = self.expr(node.left)
+        b = self.expr(node.comparators[0])
+        self.set_loc(node)
+        return self.compare_op(node.ops[0], a, b)
+
+    def e_ifexp(self, node):
+        b = self.b
+        var = self.fresh("ifexp")
+        t, f, done = b.new_block("then"), b.new_block("else"), b.new_block("join")
+        self.cond(node.test, t, f)
+        results = []
+        for blk, sub in ((t, node.body), (f, node.orelse)):
+            b.seal(blk)
+            if b.preds[blk]:
+                b.block = blk
+                v = self.expr(sub)
+                if not (is_const(v) or isinstance(getattr(v, "type", None), T.ScalarType)):
+                    results.append(v)
+                    if len(results) == 2 and results[0] is not results[1]:
+                        raise self.err("both sides of 'x if c else y' must be numbers (or the "
+                                       "same array)", node)
+                else:
+                    b.write(var, v)
+                b.br(done)
+        b.seal(done)
+        b.block = done
+        if results:
+            return results[0]
+        return b.read(var)
+
+    def e_attribute(self, node):
+        value = self.expr(node.value)
+        self.set_loc(node)
+        attr = node.attr
+        if isinstance(value, ArrayView):
+            return memory.attribute(self, value, attr)
+        if is_const(value) or isinstance(value, (Instr, BlockArg, Const)) or \
+                isinstance(value, tuple) or hasattr(value, "index") and hasattr(value, "type"):
+            raise self.err(f"'.{attr}' is not supported on {arith.describe(value)}")
+        try:
+            got = getattr(value, attr)
+        except AttributeError:
+            raise self.err(f"{arith.describe(value)} has no attribute '{attr}'") from None
+        from ..dsl import SpecialRegister
+        if isinstance(got, SpecialRegister):
+            return arith.emit(self, "sreg", [], T.i32, name=got.sreg)
+        return self.compile_time(got, attr)
+
+    def e_subscript(self, node):
+        value = self.expr(node.value)
+        index = self.index_expr(node.slice)
+        self.set_loc(node)
+        if isinstance(value, ArrayView):
+            return memory.load(self, value, memory.element_ptr(self, value, index))
+        if isinstance(value, tuple):
+            if isinstance(index, Const):
+                index = index.value
+            if not isinstance(index, int) or isinstance(index, bool):
+                raise self.err("a tuple can only be indexed by a compile-time int "
+                               "(e.g. a.shape[0])")
+            if not -len(value) <= index < len(value):
+                raise self.err(f"tuple index {index} out of range (length {len(value)})")
+            return value[index]
+        if isinstance(value, T.ScalarType):
+            raise self.err(f"array types like {value.name}[:] are only for parameter annotations")
+        raise self.err(f"cannot index {arith.describe(value)}; only arrays and tuples can be "
+                       f"indexed")
+
+    def e_call(self, node):
+        from .calls import lower_call
+        return lower_call(self, node)
+
+
+_STMT_DISPATCH = {
+    ast.Pass: Lowerer.s_pass, ast.Expr: Lowerer.s_expr, ast.Assign: Lowerer.s_assign,
+    ast.AnnAssign: Lowerer.s_annassign, ast.AugAssign: Lowerer.s_augassign,
+    ast.If: Lowerer.s_if, ast.While: Lowerer.s_while, ast.For: Lowerer.s_for,
+    ast.Break: Lowerer.s_break, ast.Continue: Lowerer.s_continue, ast.Return: Lowerer.s_return,
+}
+_EXPR_DISPATCH = {
+    ast.Constant: Lowerer.e_constant, ast.Name: Lowerer.e_name, ast.Tuple: Lowerer.e_tuple,
+    ast.BinOp: Lowerer.e_binop, ast.UnaryOp: Lowerer.e_unaryop, ast.BoolOp: Lowerer.e_boolop,
+    ast.Compare: Lowerer.e_compare, ast.IfExp: Lowerer.e_ifexp,
+    ast.Attribute: Lowerer.e_attribute, ast.Subscript: Lowerer.e_subscript,
+    ast.Call: Lowerer.e_call,
+}

@@ -1,0 +1,168 @@
+"""Arrays inside kernels: parameters, shared/local allocations, element addresses, loads, stores.
+
+Offsets are 64-bit: a 1-D index stays i32 (the `gep` widens it at the address), an n-d index is
+linearised in i64 so that arrays of more than 2**31 elements work.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import types as T
+from ..ir.core import Const, MemDecl, Param
+from .arith import convert, convert_literal, describe, emit, type_of
+from .values import PY_SCALARS, ArrayView, make_const
+
+
+def array_param(name: str, atype: T.ArrayType, params: list) -> ArrayView:
+    """`x: f32[:, :]` -> Params x (ptr.global<f32>), x_shape0, x_shape1 and the view."""
+    base = Param(name, T.PtrType("global", atype.dtype), len(params))
+    params.append(base)
+    shape = []
+    for d in range(atype.ndim):
+        p = Param(f"{name}_shape{d}", T.i32, len(params))
+        params.append(p)
+        shape.append(p)
+    return ArrayView(base, atype.dtype, tuple(shape), "global", name)
+
+
+class BoundView:
+    """`a.view` before it is called."""
+    __slots__ = ("array",)
+
+    def __init__(self, array: ArrayView):
+        self.array = array
+
+
+def attribute(cx, view: ArrayView, attr: str):
+    if attr == "shape":
+        if any(s is None for s in view.shape):
+            raise cx.err("dynamic shared memory has no known shape; pass its length as a "
+                         "kernel parameter")
+        return tuple(view.shape)
+    if attr == "ndim":
+        return view.ndim
+    if attr == "dtype":
+        return view.elem
+    if attr == "view":
+        return BoundView(view)
+    raise cx.err(f"arrays in kernels have .shape, .ndim, .dtype and .view(type), not '.{attr}'")
+
+
+def as_dtype(cx, v, what: str) -> T.ScalarType:
+    if isinstance(v, T.ScalarType):
+        return v
+    raise cx.err(f"{what} must be a pyptx scalar type such as f32 or i32, got "
+                     f"{describe(v)}")
+
+
+def reinterpret(cx, view: ArrayView, dtype: T.ScalarType) -> ArrayView:
+    """numpy's `a.view(dtype)`: same bytes, the last dimension rescaled."""
+    if dtype.is_bool or view.elem.is_bool:
+        raise cx.err("view() to or from bool_ is not supported; use u8")
+    old, new = view.elem.mem_bytes, dtype.mem_bytes
+    base = emit(cx, "bitcast", [view.base], T.PtrType(view.space, dtype))
+    shape = list(view.shape)
+    last = shape[-1]
+    if old != new and last is not None:
+        if isinstance(last, int):
+            if (last * old) % new:
+                raise cx.err(f"view({dtype.name}): the last dimension ({last} x {old} bytes) is "
+                             f"not a multiple of {new} bytes")
+            shape[-1] = last * old // new
+        elif old > new:
+            shape[-1] = emit(cx, "mul", [last, make_const(old // new, T.i32)], T.i32)
+        else:
+            bytes_ = emit(cx, "mul", [last, make_const(old, T.i32)], T.i32)
+            shape[-1] = emit(cx, "div", [bytes_, make_const(new, T.i32)], T.i32)
+    return ArrayView(base, dtype, tuple(shape), view.space, view.root)
+
+
+def _static_shape(cx, shape) -> tuple[int, ...]:
+    dims = shape if isinstance(shape, tuple) else (shape,)
+    out = []
+    for d in dims:
+        if isinstance(d, Const) and isinstance(d.value, int) and not isinstance(d.value, bool):
+            d = d.value
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise cx.err("the shape of a shared/local array must be an int or a tuple of "
+                         "compile-time ints (literals or pyptx.constexpr parameters)")
+        if d <= 0:
+            raise cx.err(f"array dimensions must be positive, got {d}")
+        out.append(d)
+    if not 1 <= len(out) <= 3:
+        raise cx.err("shared/local arrays have 1 to 3 dimensions")
+    return tuple(out)
+
+
+def allocate(cx, space: str, shape, dtype) -> ArrayView:
+    """`pyptx.shared.array(shape, dtype)` / `pyptx.local.array(shape, dtype)`."""
+    dims = _static_shape(cx, shape)
+    elem = as_dtype(cx, dtype, "the dtype")
+    count = math.prod(dims)
+    decls = cx.fn.shared if space == "shared" else cx.fn.locals
+    name = f"{'smem' if space == 'shared' else 'lmem'}{len(decls)}"
+    decls.append(MemDecl(name, elem, count, max(16, elem.mem_bytes)))
+    base = emit(cx, "addr", [], T.PtrType(space, elem), space=space, symbol=name)
+    return ArrayView(base, elem, dims, space, None)
+
+
+def dynamic_shared(cx, dtype) -> ArrayView:
+    elem = as_dtype(cx, dtype, "the dtype")
+    cx.fn.dynamic_shared = True
+    base = emit(cx, "addr", [], T.PtrType("shared", elem), space="shared",
+                symbol="__dynamic_shared")
+    return ArrayView(base, elem, (None,), "shared", None)
+
+
+# ---- indexing ---------------------------------------------------------------------------------
+
+def _index_scalar(cx, i, wide: bool):
+    if isinstance(i, PY_SCALARS):
+        if isinstance(i, (bool, float)):
+            raise cx.err(f"array index must be an integer, got {i!r}")
+        if wide or not -2**31 <= i < 2**31:
+            return make_const(i, T.i64)
+        return make_const(i, T.i32)
+    t, _ = type_of(cx, i)
+    if not t.is_int:
+        raise cx.err(f"array index must be an integer, got {t.name}; convert it with i32(x)")
+    if wide or t.bits == 64 or t == T.u32:
+        return convert(cx, i, T.i64)
+    return convert(cx, i, T.i32)
+
+
+def element_ptr(cx, view: ArrayView, index):
+    idx = index if isinstance(index, tuple) else (index,)
+    if len(idx) != view.ndim:
+        raise cx.err(f"this array has {view.ndim} dimension(s) but {len(idx)} index(es) were "
+                     f"given; write a[{', '.join('ijk'[:view.ndim])}]")
+    if view.ndim == 1:
+        return emit(cx, "gep", [view.base, _index_scalar(cx, idx[0], False)], view.base.type)
+    if all(isinstance(i, int) for i in idx) and all(isinstance(s, int) for s in view.shape):
+        lin = 0
+        for i, s in zip(idx, view.shape):
+            lin = lin * s + i
+        return emit(cx, "gep", [view.base, make_const(lin, T.i64)], view.base.type)
+    lin = _index_scalar(cx, idx[0], True)
+    for i, s in zip(idx[1:], view.shape[1:]):
+        lin = emit(cx, "mul", [lin, convert(cx, s, T.i64)], T.i64)
+        lin = emit(cx, "add", [lin, _index_scalar(cx, i, True)], T.i64)
+    return emit(cx, "gep", [view.base, lin], view.base.type)
+
+
+def load(cx, view: ArrayView, ptr):
+    return emit(cx, "load", [ptr], view.elem)
+
+
+def store(cx, view: ArrayView, ptr, value) -> None:
+    if isinstance(value, (tuple, ArrayView)) or not (
+            isinstance(value, PY_SCALARS) or isinstance(getattr(value, "type", None), T.ScalarType)):
+        raise cx.err(f"only numbers can be stored into an array element, got {describe(value)}")
+    v = convert_literal(cx, value, view.elem)
+    emit(cx, "store", [ptr, v], None)
+    mark_written(cx, view)
+
+
+def mark_written(cx, view: ArrayView) -> None:
+    if view.root is not None:
+        cx.written.add(view.root)
