@@ -1,0 +1,37 @@
+"""IR -> PTX text.  `emit(fn, arch)` is the whole interface (docs/architecture.md, "IR -> PTX").
+
+The package is table-driven: `tables` holds the PTX facts (suffixes, templates, predicates, ISA
+minimums), `emitter` the per-function machinery (registers, blocks, edge copies, module text),
+`lower_*` one lowering per IR op.  No subprocess, no randomness, no dict-order dependence: the
+same IR always gives byte-identical text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.core import Function
+from ..types import PtrType
+from . import lower_compute, lower_memory, lower_sync  # noqa: F401  (register the lowerings)
+from .emitter import LOWERINGS, FunctionEmitter
+from .tables import format_version, suffixes
+
+__all__ = ["PtxModule", "emit", "LOWERINGS"]
+
+
+@dataclass
+class PtxModule:
+    """The emitted module: PTX text, its `.version`, and the entry's parameters as PTX sees them."""
+    text: str
+    version: str
+    params: list = field(default_factory=list)
+    entry: str = ""
+
+
+def emit(fn: Function, arch: str, *, line_comments: bool = True) -> PtxModule:
+    """Translate one kernel `fn` to a PTX module for `arch` (e.g. 'sm_80')."""
+    from ..compiler import KernelParam
+    em = FunctionEmitter(fn, arch, line_comments)
+    em.run()
+    params = [KernelParam(name, "u64" if isinstance(p.type, PtrType) else suffixes(p.type).param)
+              for p, name in zip(fn.params, em.param_names)]
+    return PtxModule(em.module_text(), format_version(em.isa), params, em.entry_name)

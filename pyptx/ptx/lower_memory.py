@@ -1,0 +1,89 @@
+"""Lowerings of addresses and memory: addr, gep, load, store, atomic.
+
+IR pointers are 64-bit addresses in their own state space (the global window after
+`cvta.to.global`, the shared or local window for `addr`), so every access is
+`ld/st/atom.<space>` through a 64-bit register plus a constant byte offset.
+"""
+from __future__ import annotations
+
+from ..ir.core import Const
+from . import tables as tb
+from .emitter import lowers
+
+
+def _address(em, p, ins) -> str:
+    off = int(ins.attrs.get("offset", 0) or 0)
+    base = em.reg(p)
+    return f"[{base}+{off}]" if off else f"[{base}]"
+
+
+@lowers("addr")
+def lower_addr(em, ins) -> None:
+    em.i(f"mov.u64 {em.dst(ins)}, {em.symbol(ins.attrs['symbol'])}")
+
+
+@lowers("gep")
+def lower_gep(em, ins) -> None:
+    p, i = ins.operands
+    size = ins.type.elem.mem_bytes
+    base = em.reg(p)
+    d = em.dst(ins)
+    if isinstance(i, Const):
+        em.i(f"add.s64 {d}, {base}, {int(i.value) * size}")
+        return
+    t = i.type
+    idx = em.reg(i)
+    if t.bits < 32:                          # widen a short index first (sign per its type)
+        wide = em.new_reg("%rd")
+        em.i(f"cvt.{'s' if t.is_signed else 'u'}64.{tb.suffixes(t).t} {wide}, {idx}")
+        idx, t = wide, None
+    if t is not None and t.bits == 32:
+        em.i(f"mad.wide.{t.ptx} {d}, {idx}, {size}, {base}")
+    else:
+        em.i(f"mad.lo.s64 {d}, {idx}, {size}, {base}")
+
+
+@lowers("load")
+def lower_load(em, ins) -> None:
+    p = ins.operands[0]
+    space = p.type.space
+    t = ins.type
+    addr = _address(em, p, ins)
+    if t.is_bool:
+        byte = em.new_reg("%rs")
+        em.i(f"ld.{space}.u8 {byte}, {addr}")
+        em.i(f"setp.ne.u16 {em.dst(ins)}, {byte}, 0")
+        return
+    em.i(f"ld.{space}.{tb.suffixes(t).mem} {em.dst(ins)}, {addr}")
+
+
+@lowers("store")
+def lower_store(em, ins) -> None:
+    p, v = ins.operands
+    space = p.type.space
+    t = p.type.elem
+    addr = _address(em, p, ins)
+    if t.is_bool:
+        byte = em.new_reg("%rs")
+        em.i(f"selp.u16 {byte}, 1, 0, {em.reg(v)}")
+        em.i(f"st.{space}.u8 {addr}, {byte}")
+        return
+    em.i(f"st.{space}.{tb.suffixes(t).mem} {addr}, {em.reg(v)}")
+
+
+@lowers("atomic")
+def lower_atomic(em, ins) -> None:
+    p = ins.operands[0]
+    kind = ins.attrs["kind"]
+    t = p.type.elem
+    sfx = tb.ATOM_TYPES.get(kind, {}).get(t.name)
+    if sfx is None:
+        raise em.error(f"atomic_{kind} is not supported on {t.name} (PTX has atom.{kind} for "
+                       f"{', '.join(sorted(tb.ATOM_TYPES.get(kind, {})))} only)", ins)
+    if kind == "add" and t.name == "f64":
+        em.need("atom.add.f64", ins)
+    if p.type.space not in ("global", "shared"):
+        raise em.error(f"atomics work on global or shared memory, not {p.type.space}", ins)
+    addr = _address(em, p, ins)
+    vals = ", ".join(em.src(v) for v in ins.operands[1:])
+    em.i(f"atom.{p.type.space}.{kind}.{sfx} {em.dst(ins)}, {addr}, {vals}")
