@@ -29,7 +29,15 @@ _LAZY = {
 }
 
 
+_EAGER = ["CompileError", "DeviceError", "LaunchError", "MemoryFault", "PyptxError",
+          "ToolchainError", "DeviceFunction", "Kernel", "func", "kernel", "ArrayType", "bool_",
+          "constexpr", "f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]
+
+
 def __getattr__(name: str):
+    if name == "__all__":          # `from pyptx import *`: the eager names, the lazy ones, the DSL
+        dsl = importlib.import_module("pyptx.dsl")
+        return _EAGER + [n for n in _LAZY if n != "math"] + list(dsl.__all__)
     if name in _LAZY:
         mod = _LAZY[name]
         if mod is None:
@@ -38,7 +46,10 @@ def __getattr__(name: str):
             value = getattr(importlib.import_module(mod), name)
         globals()[name] = value
         return value
-    dsl = importlib.import_module("pyptx.dsl")
+    try:
+        dsl = importlib.import_module("pyptx.dsl")
+    except ImportError:
+        raise AttributeError(f"module 'pyptx' has no attribute {name!r}") from None
     if name in getattr(dsl, "__all__", ()):
         value = getattr(dsl, name)
         globals()[name] = value

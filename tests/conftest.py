@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", max_examples=60, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 settings.register_profile("nightly", max_examples=2000, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 settings.load_profile(os.environ.get("PYPTX_HYPOTHESIS_PROFILE", "ci"))
 
 os.environ.setdefault("PYPTX_NO_CACHE", "1")        # tests compile for real, not from ~/.cache

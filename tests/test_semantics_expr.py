@@ -96,9 +96,9 @@ def evaluate(node: Node, env: dict):
         return node.value
     if k == "un":
         x = evaluate(node.kids[0], env)
-        if isinstance(x, (bool, int, float)) and not isinstance(x, bool):
+        if isinstance(x, (bool, int, float)):
             # an operator on a bare literal folds to a literal that stays weak (like `x + -5`)
-            return {"-": lambda v: -v, "~": lambda v: ~v if isinstance(v, int) else np.invert(v),
+            return {"-": lambda v: -v, "~": lambda v: ~v if isinstance(v, int) else np.invert(np.float32(v)),
                     "abs": abs}[node.op](x)
         return {"-": np.negative, "~": np.invert, "abs": np.abs}[node.op](x)
     if k in ("bin", "cmp"):

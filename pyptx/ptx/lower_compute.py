@@ -7,6 +7,8 @@ conversion matrix of `cvt`.
 """
 from __future__ import annotations
 
+from ..types import PtrType
+
 from ..types import f32
 from . import tables as tb
 from .emitter import lowers
@@ -156,6 +158,9 @@ def lower_bitcast(em, ins) -> None:
     a = ins.operands[0]
     t = ins.type
     d = em.dst(ins)
+    if isinstance(t, PtrType):          # a.view(u32): same address, another element type
+        em.i(f"mov.b64 {d}, {em.reg(a)}")
+        return
     em.i(f"mov.{tb.suffixes(t).b} {d}, {em.reg(a)}")
     if t.bits == 8 and a.type != t:
         _normalise(em, t, d)
