@@ -1,0 +1,24 @@
+"""The pyptx standard kernel library: inference kernels written in the pyptx DSL, called from numpy.
+
+Each public function validates its arguments (ValueError/TypeError naming the argument) before any
+launch, picks the launch geometry from the shapes and runs wherever `pyptx.device()` says.  The DSL
+kernels are module attributes (`stdlib_kernels.softmax_block_kernel`, ...) so `pyptx.compile` works
+on them; `stdlib_kernels.catalog.SPECIALISATIONS` lists them with the constexprs used.
+"""
+from __future__ import annotations
+
+from .activations import gate_up_swiglu, gate_up_swiglu_kernel, swiglu, swiglu_kernel
+from .attention import (decode_attention, decode_attention_kernel, decode_merge_kernel,
+                        kv_scatter, kv_scatter_kernel)
+from .gemm import gemm, gemm_naive_kernel, gemm_tiled_kernel
+from .norms import layernorm, layernorm_kernel, rmsnorm, rmsnorm_kernel
+from .rope import rope, rope_kernel
+from .softmax import softmax, softmax_block_kernel, softmax_warp_kernel
+
+__all__ = [
+    "softmax", "rmsnorm", "layernorm", "gemm", "kv_scatter", "decode_attention", "rope",
+    "swiglu", "gate_up_swiglu",
+    "softmax_warp_kernel", "softmax_block_kernel", "rmsnorm_kernel", "layernorm_kernel",
+    "gemm_naive_kernel", "gemm_tiled_kernel", "kv_scatter_kernel", "decode_attention_kernel",
+    "decode_merge_kernel", "rope_kernel", "swiglu_kernel", "gate_up_swiglu_kernel",
+]

@@ -1,0 +1,95 @@
+"""SwiGLU, elementwise and fused with the gate/up projections.
+
+swiglu(g, u) = silu(g) · u = g · sigmoid(g) · u, computed as g / (1 + e^(-g)) · u: for very
+negative g, e^(-g) overflows to +inf and the quotient is (−)0, the correct limit, with no NaN.
+
+The fused kernel computes out[r, j] = swiglu(x[r]·w_gate[j], x[r]·w_up[j]) in one pass over the
+weights (the decode-time MLP up-projection): one warp per output column, both dot products in the
+same loop (coalesced along k), warp-shuffle sums, and no [m, ff] gate/up intermediates in memory.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import pyptx
+from pyptx import block_dim, block_idx, f32, thread_idx
+
+from . import _validate as V
+from ._warp import warp_sum
+
+#: columns (warps) per block of the fused kernel
+FUSED_WARPS = 8
+
+
+@pyptx.func
+def silu_mul(g: f32, u: f32):
+    """g · sigmoid(g) · u."""
+    return g / (1.0 + pyptx.math.exp(-g)) * u
+
+
+@pyptx.kernel
+def swiglu_kernel(out: f32[:], gate: f32[:], up: f32[:]):
+    """out[i] = gate[i] · sigmoid(gate[i]) · up[i]; one thread per element."""
+    i = pyptx.grid(1)
+    if i < len(out):
+        out[i] = silu_mul(gate[i], up[i])
+
+
+@pyptx.kernel
+def gate_up_swiglu_kernel(out: f32[:, :], x: f32[:, :], w_gate: f32[:, :], w_up: f32[:, :]):
+    """out[r, j] = swiglu(Σ_p x[r,p] w_gate[j,p], Σ_p x[r,p] w_up[j,p]); a warp per (r, j)."""
+    j = block_idx.x * (block_dim.x // 32) + thread_idx.x // 32
+    lane = thread_idx.x % 32
+    r = block_idx.y
+    k = x.shape[1]
+    if j < w_gate.shape[0]:
+        g = 0.0
+        u = 0.0
+        for p in range(lane, k, 32):
+            xv = x[r, p]
+            g += xv * w_gate[j, p]
+            u += xv * w_up[j, p]
+        g = warp_sum(g)
+        u = warp_sum(u)
+        if lane == 0:
+            out[r, j] = silu_mul(g, u)
+
+
+def swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
+    """out = gate · sigmoid(gate) · up = gate / (1 + exp(-gate)) · up, elementwise (float32).
+
+    `gate` and `up` have the same shape (any); returns a new array of that shape.
+    """
+    gate = V.float32_array("swiglu", "gate", gate, tuple(range(0, 7)))
+    up = V.float32_array("swiglu", "up", up, tuple(range(0, 7)))
+    V.same_shape("swiglu", "up", up, gate.shape, "gate")
+    out = np.empty_like(gate)
+    n = gate.size
+    if n >= 2**31:
+        raise ValueError("swiglu: gate has more than 2**31-1 elements")
+    if n:
+        swiglu_kernel[V.ceil_div(n, 256), 256](out.reshape(-1), gate.reshape(-1), up.reshape(-1))
+    return out
+
+
+def gate_up_swiglu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray) -> np.ndarray:
+    """Fused MLP gate/up + SwiGLU: out = swiglu(x @ w_gate.T, x @ w_up.T), one weight pass.
+
+    `x` is `[m, k]` or `[k]`; `w_gate`, `w_up` are `[ff, k]` (nn.Linear layout).  Returns
+    `[m, ff]` (or `[ff]` for a 1-d x).
+    """
+    fn = "gate_up_swiglu"
+    x_in = V.float32_array(fn, "x", x, (1, 2))
+    x2 = x_in.reshape(1, -1) if x_in.ndim == 1 else x_in
+    w_gate = V.float32_array(fn, "w_gate", w_gate, (2,))
+    w_up = V.float32_array(fn, "w_up", w_up, (2,))
+    if w_gate.shape[1] != x2.shape[1]:
+        raise ValueError(f"{fn}: w_gate must be [ff, {x2.shape[1]}] (k from x), "
+                         f"got {w_gate.shape}")
+    V.same_shape(fn, "w_up", w_up, w_gate.shape, "w_gate")
+    m, ff = x2.shape[0], w_gate.shape[0]
+    out = np.empty((m, ff), np.float32)
+    if m and ff:
+        warps = min(FUSED_WARPS, ff)
+        gate_up_swiglu_kernel[(V.ceil_div(ff, warps), m), 32 * warps](out, x2, w_gate, w_up)
+    return out.reshape(ff) if x_in.ndim == 1 else out

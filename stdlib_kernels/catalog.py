@@ -1,0 +1,50 @@
+"""Every DSL kernel of the library with the constexpr values its wrappers launch it with, and the
+Llama-style preset shapes used by the tests and the benchmark.
+
+Tests iterate `SPECIALISATIONS` to check that ptxas accepts each one (sm_80, sm_90) without
+spills; the benchmark prints their `ptxas -v` resources when no GPU is present.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .activations import gate_up_swiglu_kernel, swiglu_kernel
+from .attention import decode_attention_kernel, decode_merge_kernel, kv_scatter_kernel
+from .gemm import gemm_naive_kernel, gemm_tiled_kernel
+from .norms import layernorm_kernel, rmsnorm_kernel
+from .rope import rope_kernel
+from .softmax import softmax_block_kernel, softmax_warp_kernel
+
+#: Llama-2/3-7B/8B-like shapes
+LLAMA = dict(hidden=4096, n_heads=32, n_kv_heads=8, head_dim=128, ffn=11008, max_seq=4096,
+             vocab=32000)
+
+
+@dataclass(frozen=True)
+class Specialisation:
+    label: str
+    kernel: object                      # a pyptx.Kernel
+    constexprs: dict = field(default_factory=dict)
+
+
+_ROW_BLOCKS = (32, 128, 256, 1024)
+
+SPECIALISATIONS: tuple[Specialisation, ...] = (
+    Specialisation("softmax_warp", softmax_warp_kernel),
+    *(Specialisation(f"softmax_block[{b}]", softmax_block_kernel, {"BLOCK": b})
+      for b in _ROW_BLOCKS),
+    *(Specialisation(f"rmsnorm[{b}]", rmsnorm_kernel, {"BLOCK": b}) for b in _ROW_BLOCKS),
+    *(Specialisation(f"layernorm[{b}]", layernorm_kernel, {"BLOCK": b})
+      for b in _ROW_BLOCKS),
+    Specialisation("gemm_naive", gemm_naive_kernel),
+    Specialisation("gemm_tiled", gemm_tiled_kernel),
+    Specialisation("kv_scatter", kv_scatter_kernel),
+    *(Specialisation(f"decode_attention[DPL={d},SPLIT={s}]", decode_attention_kernel,
+                     {"DPL": d, "SPLIT": s})
+      for d in (2, 4) for s in (False, True)),
+    Specialisation("decode_merge", decode_merge_kernel),
+    Specialisation("rope[neox]", rope_kernel, {"NEOX": True}),
+    Specialisation("rope[gptj]", rope_kernel, {"NEOX": False}),
+    Specialisation("swiglu", swiglu_kernel),
+    Specialisation("gate_up_swiglu", gate_up_swiglu_kernel),
+)

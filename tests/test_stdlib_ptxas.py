@@ -1,0 +1,28 @@
+"""Every stdlib kernel specialisation compiles, and ptxas accepts it for sm_80 and sm_90 with no
+register spills (the resource report the benchmark prints without a GPU)."""
+from __future__ import annotations
+
+import pytest
+
+import pyptx
+from stdlib_kernels.catalog import SPECIALISATIONS
+
+
+def _ptxas_or_skip():
+    try:
+        from pyptx.toolchain import find_ptxas
+    except ImportError:
+        pytest.skip("pyptx.toolchain not available")
+    if find_ptxas() is None:
+        pytest.skip("no ptxas")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("spec", SPECIALISATIONS, ids=[s.label for s in SPECIALISATIONS])
+def test_kernel_assembles_without_spills(spec, arch):
+    ck = pyptx.compile(spec.kernel, arch=arch, constexprs=spec.constexprs)
+    assert f".visible .entry {spec.kernel.name}" in ck.ptx
+    _ptxas_or_skip()
+    res = ck.resources()
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
+    assert res["registers"] <= 255
