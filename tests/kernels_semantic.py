@@ -239,9 +239,11 @@ def cases():
         out.append((name, kernel, args_fn, ref, tol))
 
     add("saxpy", saxpy,
-        lambda r: (2, 64, [np.zeros(100, np.float32), _rng_f32(r, 100), _rng_f32(r, 100),
+        lambda r: (2, 64, [np.full(100, np.nan, np.float32), _rng_f32(r, 100), _rng_f32(r, 100),
                            np.float32(2.5), 100], 0),
-        lambda a: {0: a[3] * a[1] + a[2]}, rtol=1e-6)
+        # fma=True (the default) rounds a*x+y once: compare with the exact value rounded once
+        lambda a: {0: (np.float64(a[3]) * a[1].astype(np.float64) + a[2]).astype(np.float32)},
+        rtol=1e-6, atol=1e-7)
     add("row_sum_shfl", row_sum_shfl,
         lambda r: (5, 32, [np.zeros(5, np.float32), _rng_f32(r, 5 * 70).reshape(5, 70)], 0),
         lambda a: {0: a[1].sum(axis=1)}, rtol=1e-4, atol=1e-4)
