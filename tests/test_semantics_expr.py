@@ -7,7 +7,9 @@ results too, because the kernels are compiled with fma=False (SPEC §3: bit-iden
 A tree numpy rejects (e.g. `&` on floats, a literal that does not fit) must be a CompileError.
 
 Reference semantics where numpy has no single spelling (they are pyptx's documented rules):
-  * int / int -> both converted to f32, then divided (SPEC: "/ on integers gives f32");
+  * int / int -> both converted to f32, then divided (SPEC: "/ on integers gives f32"; bools
+    count as integers here);
+  * `- / // % << >>` on two booleans are CompileErrors (numpy would promote to int8);
   * min/max on floats return the non-NaN operand (np.fmin / np.fmax);
   * float -> int casts truncate, saturate, NaN -> 0 (PTX cvt.rzi), see `ref_cast`.
 """
@@ -102,6 +104,8 @@ def evaluate(node: Node, env: dict):
         op = node.op
         if _py(a) and _py(b):   # literal op literal: Python computes it at compile time
             return _PY_OPS[op](a, b, node.value)
+        if _is_bool(a) and _is_bool(b) and op in ("-", "/", "//", "%", "<<", ">>"):
+            raise TypeError(f"pyptx refuses {op} on two booleans")    # docs/decisions.md
         if op == "/" and _is_int(a) and _is_int(b):
             return np.float32(1) * _as_arr(a).astype(np.float32) / _as_arr(b).astype(np.float32)
         if op in ("min", "max"):
@@ -157,11 +161,14 @@ def _strong(v):
 
 
 def _is_int(v) -> bool:
-    if isinstance(v, bool):
-        return False
-    if isinstance(v, int):
+    """Integer or boolean (for `/`, bools count as integers)."""
+    if isinstance(v, (bool, int)):
         return True
-    return isinstance(v, np.ndarray) and v.dtype.kind in "iu"
+    return isinstance(v, (np.ndarray, np.generic)) and v.dtype.kind in "iub"
+
+
+def _is_bool(v) -> bool:
+    return isinstance(v, bool) or (isinstance(v, (np.ndarray, np.generic)) and v.dtype == np.bool_)
 
 
 def _as_arr(v):
