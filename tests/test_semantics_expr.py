@@ -8,7 +8,8 @@ A tree numpy rejects (e.g. `&` on floats, a literal that does not fit) must be a
 
 Reference semantics where numpy has no single spelling (they are pyptx's documented rules):
   * int / int -> both converted to f32, then divided (SPEC: "/ on integers gives f32"; bools
-    count as integers here);
+    count as integers here) — when the operands promote to an integer type (i8 with u64 promotes
+    to f64, so that divides in f64);
   * `- / // % << >>` on two booleans are CompileErrors (numpy would promote to int8);
   * min/max on floats return the non-NaN operand (np.fmin / np.fmax);
   * float -> int casts truncate, saturate, NaN -> 0 (PTX cvt.rzi), see `ref_cast`.
@@ -106,7 +107,7 @@ def evaluate(node: Node, env: dict):
             return _PY_OPS[op](a, b, node.value)
         if _is_bool(a) and _is_bool(b) and op in ("-", "/", "//", "%", "<<", ">>"):
             raise TypeError(f"pyptx refuses {op} on two booleans")    # docs/decisions.md
-        if op == "/" and _is_int(a) and _is_int(b):
+        if op == "/" and _is_int(a) and _is_int(b) and np.result_type(a, b).kind in "iub":
             return np.float32(1) * _as_arr(a).astype(np.float32) / _as_arr(b).astype(np.float32)
         if op in ("min", "max"):
             f = np.result_type(a, b)
