@@ -22,169 +22,17 @@ import time
 import types
 
 os.environ["PYPTX_NO_CACHE"] = "1"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer_kernels import KERNELS, NUMBA_SIGS, NUMBA_SRC, PYPTX_SRC, load  # noqa: E402
 
-PYPTX_SRC = textwrap.dedent('''
-    import pyptx
-    from pyptx import f32, i32, thread_idx, block_idx, block_dim, syncthreads
-
-    def saxpy(out: f32[:], x: f32[:], y: f32[:], a: f32, n: i32):
-        i = block_idx.x * block_dim.x + thread_idx.x
-        if i < n:
-            out[i] = a * x[i] + y[i]
-
-    def softmax_rows(out: f32[:, :], x: f32[:, :], ncols: i32):
-        row = block_idx.x
-        tid = thread_idx.x
-        buf = pyptx.shared.array(256, f32)
-        m = -3.0e38
-        j = tid
-        while j < ncols:
-            m = max(m, x[row, j])
-            j += 256
-        buf[tid] = m
-        syncthreads()
-        s = 128
-        while s > 0:
-            if tid < s:
-                buf[tid] = max(buf[tid], buf[tid + s])
-            syncthreads()
-            s //= 2
-        m = buf[0]
-        syncthreads()
-        acc = 0.0
-        j = tid
-        while j < ncols:
-            acc += pyptx.math.exp(x[row, j] - m)
-            j += 256
-        buf[tid] = acc
-        syncthreads()
-        s = 128
-        while s > 0:
-            if tid < s:
-                buf[tid] = buf[tid] + buf[tid + s]
-            syncthreads()
-            s //= 2
-        total = buf[0]
-        j = tid
-        while j < ncols:
-            out[row, j] = pyptx.math.exp(x[row, j] - m) / total
-            j += 256
-
-    def matmul_tiled(c: f32[:, :], a: f32[:, :], b: f32[:, :]):
-        ta = pyptx.shared.array((16, 16), f32)
-        tb = pyptx.shared.array((16, 16), f32)
-        tx = thread_idx.x
-        ty = thread_idx.y
-        row = block_idx.y * 16 + ty
-        col = block_idx.x * 16 + tx
-        n = a.shape[1]
-        acc = 0.0
-        for t in range(0, (n + 15) // 16):
-            k0 = t * 16
-            ta[ty, tx] = a[row, k0 + tx] if row < a.shape[0] and k0 + tx < n else 0.0
-            tb[ty, tx] = b[k0 + ty, col] if k0 + ty < n and col < b.shape[1] else 0.0
-            syncthreads()
-            for k in range(16):
-                acc += ta[ty, k] * tb[k, tx]
-            syncthreads()
-        if row < c.shape[0] and col < c.shape[1]:
-            c[row, col] = acc
-''')
-
-NUMBA_SRC = textwrap.dedent('''
-    import math
-    from numba import cuda, float32
-
-    def saxpy(out, x, y, a, n):
-        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        if i < n:
-            out[i] = a * x[i] + y[i]
-
-    def softmax_rows(out, x, ncols):
-        row = cuda.blockIdx.x
-        tid = cuda.threadIdx.x
-        buf = cuda.shared.array(256, float32)
-        m = float32(-3.0e38)
-        j = tid
-        while j < ncols:
-            m = max(m, x[row, j])
-            j += 256
-        buf[tid] = m
-        cuda.syncthreads()
-        s = 128
-        while s > 0:
-            if tid < s:
-                buf[tid] = max(buf[tid], buf[tid + s])
-            cuda.syncthreads()
-            s //= 2
-        m = buf[0]
-        cuda.syncthreads()
-        acc = float32(0.0)
-        j = tid
-        while j < ncols:
-            acc += math.exp(x[row, j] - m)
-            j += 256
-        buf[tid] = acc
-        cuda.syncthreads()
-        s = 128
-        while s > 0:
-            if tid < s:
-                buf[tid] = buf[tid] + buf[tid + s]
-            cuda.syncthreads()
-            s //= 2
-        total = buf[0]
-        j = tid
-        while j < ncols:
-            out[row, j] = math.exp(x[row, j] - m) / total
-            j += 256
-
-    def matmul_tiled(c, a, b):
-        ta = cuda.shared.array((16, 16), float32)
-        tb = cuda.shared.array((16, 16), float32)
-        tx = cuda.threadIdx.x
-        ty = cuda.threadIdx.y
-        row = cuda.blockIdx.y * 16 + ty
-        col = cuda.blockIdx.x * 16 + tx
-        n = a.shape[1]
-        acc = float32(0.0)
-        for t in range(0, (n + 15) // 16):
-            k0 = t * 16
-            ta[ty, tx] = a[row, k0 + tx] if row < a.shape[0] and k0 + tx < n else float32(0.0)
-            tb[ty, tx] = b[k0 + ty, col] if k0 + ty < n and col < b.shape[1] else float32(0.0)
-            cuda.syncthreads()
-            for k in range(16):
-                acc += ta[ty, k] * tb[k, tx]
-            cuda.syncthreads()
-        if row < c.shape[0] and col < c.shape[1]:
-            c[row, col] = acc
-''')
-
-NUMBA_SIGS = {
-    "saxpy": "void(float32[::1], float32[::1], float32[::1], float32, int32)",
-    "softmax_rows": "void(float32[:, ::1], float32[:, ::1], int32)",
-    "matmul_tiled": "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])",
-}
-KERNELS = ("saxpy", "softmax_rows", "matmul_tiled")
-
-
-def _load(src: str, name: str):
-    """Write the source to a file (so inspect.getsource works) and import it."""
-    import importlib.util
-    import tempfile
-    d = tempfile.mkdtemp(prefix="pyptx_bench_")
-    path = os.path.join(d, name + ".py")
-    with open(path, "w") as f:
-        f.write(src)
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _fresh(fn):
     """A new function object with the same code: no per-object cache can answer."""
-    return types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
-                              fn.__closure__)
+    f = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                           fn.__closure__)
+    f.__annotations__ = dict(fn.__annotations__)
+    return f
 
 
 def _median_ms(compile_one, fn, repeat: int) -> float:
@@ -216,9 +64,12 @@ def first_compile_seconds() -> float:
     path = os.path.join(os.path.dirname(__file__), "_first_compile_probe.py")
     with open(path, "w") as f:
         f.write(code)
+    # As a user's machine has it: bytecode caches written (the first run writes them, untimed).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     try:
-        runs = [float(subprocess.check_output([sys.executable, path], text=True).strip())
-                for _ in range(3)]
+        subprocess.check_output([sys.executable, path], text=True, env=env)
+        runs = [float(subprocess.check_output([sys.executable, path], text=True,
+                                              env=env).strip()) for _ in range(5)]
     finally:
         os.unlink(path)
     return min(runs)
@@ -229,9 +80,9 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=15)
     args = ap.parse_args()
     import pyptx
-    pmod = _load(PYPTX_SRC, "bench_pyptx_kernels")
+    pmod = load(PYPTX_SRC, "bench_pyptx_kernels")
     try:
-        nmod = _load(NUMBA_SRC, "bench_numba_kernels")
+        nmod = load(NUMBA_SRC, "bench_numba_kernels")
         from numba import cuda
     except Exception as e:  # noqa: BLE001
         nmod = None
