@@ -102,6 +102,31 @@ def _assemble_emitted_ptx():
             pytest.fail("\n\n".join(errors), pytrace=False)
 
 
+def gpu_present() -> bool:
+    """A usable CUDA GPU?  Cheap and silent on machines without a driver."""
+    import sys
+    if sys.platform.startswith("linux") and not (os.path.exists("/dev/nvidiactl")
+                                                 or os.path.exists("/dev/dxg")):
+        return False
+    try:
+        from pyptx.runtime.profile import current_arch
+        return current_arch() is not None
+    except Exception:  # noqa: BLE001
+        return False
+
+
+#: the devices semantic tests run on: the CPU executor always, the GPU where there is one
+DEVICES = ["cpu"] + (["gpu"] if gpu_present() else [])
+
+
+@pytest.fixture(params=[pytest.param(d, marks=[pytest.mark.gpu] if d == "gpu" else [])
+                        for d in DEVICES])
+def device(request, monkeypatch):
+    """Parametrises a test over every available device (PYPTX_DEVICE set accordingly)."""
+    monkeypatch.setenv("PYPTX_DEVICE", request.param)
+    yield request.param
+
+
 @pytest.fixture
 def cpu_device(monkeypatch):
     """Run launches on the CPU executor."""

@@ -14,13 +14,8 @@ import kernels_semantic as ks  # noqa: E402
 CASES = ks.cases()
 
 
-@pytest.fixture(autouse=True)
-def _cpu(monkeypatch):
-    monkeypatch.setenv("PYPTX_DEVICE", os.environ.get("PYPTX_TEST_DEVICE", "cpu"))
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_kernel_matches_numpy(case):
+def test_kernel_matches_numpy(case, device):
     name, kernel, args_fn, ref, tol = case
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     grid, block, args, smem = args_fn(rng)
@@ -33,7 +28,7 @@ def test_kernel_matches_numpy(case):
             np.testing.assert_array_equal(args[idx], want)
 
 
-def test_print_lines(capfd):
+def test_print_lines(capfd, cpu_device):
     x = np.array([7, -3], np.int32)
     ks.printer[1, 4](x)
     out = capfd.readouterr().out.splitlines()

@@ -1,18 +1,14 @@
 """The real DSL math functions compiled by pyptx and run on the CPU executor: bit-identical to
 the numpy mirror (so the mirror's accuracy results hold for the GPU too) and within 2 ulp of numpy.
-
-Skipped until the frontend can compile a kernel (it is being written alongside this library).
 """
-import os
-
 import numpy as np
 import pytest
 
 import mathlib_emulation as E
 from test_mathlib_accuracy import NUMPY, _inputs, ulp_distance
 
-pyptx = pytest.importorskip("pyptx")
-from pyptx import f32, f64, i32  # noqa: E402
+import pyptx
+from pyptx import f32, f64, i32
 
 
 def _kernel(name, ty):
@@ -26,22 +22,10 @@ def _kernel(name, ty):
     return k
 
 
-def _frontend_ready():
-    try:
-        from pyptx.frontend import lower_kernel  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-pytestmark = pytest.mark.skipif(not _frontend_ready(), reason="pyptx frontend not available yet")
-
-
 @pytest.mark.parametrize("fma", [True, False])
 @pytest.mark.parametrize("ty", [f32, f64], ids=["f32", "f64"])
 @pytest.mark.parametrize("name", sorted(NUMPY))
-def test_kernel_bit_identical_to_emulation(name, ty, fma, monkeypatch):
-    monkeypatch.setenv("PYPTX_DEVICE", os.environ.get("PYPTX_DEVICE", "cpu"))
+def test_kernel_bit_identical_to_emulation(name, ty, fma, device):
     dt = ty.dtype
     rng = np.random.default_rng(7)
     x = _inputs(name, rng, 600)[::2]

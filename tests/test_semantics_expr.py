@@ -244,7 +244,7 @@ def kernel_source(expr: str, ta: str, tb: str, tc: str, tout: str) -> str:
 @given(tree=trees(), ta=st.sampled_from(ALL_TYPES), tb=st.sampled_from(ALL_TYPES),
        tc=st.sampled_from(ALL_TYPES), seed=st.integers(0, 2**32 - 1))
 @settings(max_examples=120 if __import__("os").environ.get("CI") else 60)
-def test_random_expression_matches_numpy(tree, ta, tb, tc, seed, cpu_device):
+def test_random_expression_matches_numpy(tree, ta, tb, tc, seed, device):
     rng = np.random.default_rng(seed)
     env = {"a": random_input(rng, ta), "b": random_input(rng, tb), "c": random_input(rng, tc)}
     with warnings.catch_warnings(), np.errstate(all="ignore"):
