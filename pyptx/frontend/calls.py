@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import types as T
 from ..kernel import DeviceFunction, Kernel
-from . import arith, memory
+from . import arith, memory, templates
 from .source import get_source
 from .values import PY_SCALARS, ArrayView, is_const
 
@@ -143,13 +143,16 @@ def inline(cx, df: DeviceFunction, args, kwargs):
     except TypeError as e:
         raise cx.err(f"bad call of {df.name}: {e}") from None
     bound.apply_defaults()
+    converted = {n: _check_arg(cx, df, n, v, anns.get(n)) for n, v in bound.arguments.items()}
+    got = templates.instantiate(cx, df, converted)
+    if got is not templates.MISS:
+        return got
     src = get_source(df.py_func)
     cx._n += 1
     scope = Scope(src, df.py_func, f"c{cx._n}:", df)
     b = cx.b
     site = ReturnSite(b.new_block("ret"), cx.fresh("ret"))
     scope.ret = site
-    converted = {n: _check_arg(cx, df, n, v, anns.get(n)) for n, v in bound.arguments.items()}
     caller, was_frozen, saved_node = cx.scope, cx.loc_frozen, cx.node
     cx.scope, cx.loc_frozen = scope, True
     cx.inline_stack.append(df.py_func)

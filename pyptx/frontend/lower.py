@@ -28,8 +28,9 @@ def lower_kernel(py_func, param_types: dict, constexprs: dict, *, name=None) -> 
         cx = _walk(py_func, src, param_types, constexprs, name, declared)
         final = {k: acc.final() for k, acc in cx.observed.items()}
         if _consistent(cx, final):
-            return _finish(cx, src, param_types)
+            break
         declared = final
+    _guarded(cx, cx.b.finish)      # SSA clean-up only for the walk whose IR is kept
     return _finish(cx, src, param_types)
 
 
@@ -82,7 +83,6 @@ def _walk(py_func, src, param_types, constexprs, name, declared) -> Lowerer:
         b.ret()
         fn.blocks.remove(exit_block)
         fn.blocks.append(exit_block)
-        b.finish()
     except PyptxError:
         raise
     except RecursionError:
@@ -91,6 +91,19 @@ def _walk(py_func, src, param_types, constexprs, name, declared) -> Lowerer:
     except (OverflowError, ValueError, TypeError, ZeroDivisionError) as e:
         raise cx.err(f"cannot compile this expression: {e}") from None
     return cx
+
+
+def _guarded(cx, step) -> None:
+    """Run `step` with the same error conversion as the walk itself."""
+    try:
+        step()
+    except PyptxError:
+        raise
+    except RecursionError:
+        raise cx.err("the kernel is too deeply nested to compile; split it into device "
+                     "functions") from None
+    except (OverflowError, ValueError, TypeError, ZeroDivisionError) as e:
+        raise cx.err(f"cannot compile this expression: {e}") from None
 
 
 def _finish(cx, src, param_types) -> Function:

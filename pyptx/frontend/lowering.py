@@ -116,6 +116,11 @@ class Lowerer:
         self.written: set = set()
         self.uses_printf = False
         self._n = 0
+        # set while building a device-function template (templates.py): what it read from
+        # outside, the functions it inlined, and whether it may be cached at all
+        self.deps: list | None = None
+        self.funcs: set | None = None
+        self.cacheable = True
 
     # ---- errors ------------------------------------------------------------------------------
     def err(self, message: str, node=None) -> CompileError:
@@ -239,12 +244,18 @@ class Lowerer:
 
     def global_value(self, name: str):
         sc = self.scope
-        if name in sc.globals:
-            v = sc.globals[name]
+        g = sc.globals
+        if name in g:
+            v = g[name]
+            if self.deps is not None:
+                self.deps.append(("g", g, name, v))
         elif name in sc.closure:
             v = sc.closure[name]
+            self.cacheable = False
         elif hasattr(builtins, name):
             v = getattr(builtins, name)
+            if self.deps is not None:
+                self.deps.append(("b", g, name, v))
         else:
             raise self.err(f"name '{name}' is not defined")
         return self.compile_time(v, name)
@@ -276,7 +287,15 @@ class Lowerer:
         self.node = node
         if not self.loc_frozen:
             src = self.scope.src
-            self.b.loc = (src.line_of(node), src.col_of(node))
+            # cached on the (long-lived, per-Source) AST node: every walk asks again
+            c = getattr(node, "_pyptx_loc", None)
+            if c is None or c[0] is not src:
+                c = (src, (src.line_of(node), src.col_of(node)))
+                try:
+                    node._pyptx_loc = c
+                except AttributeError:
+                    pass
+            self.b.loc = c[1]
 
     # ---- statements ----------------------------------------------------------------------------
     def body(self, stmts) -> None:
@@ -594,6 +613,8 @@ class Lowerer:
             got = getattr(value, attr)
         except AttributeError:
             raise self.err(f"{arith.describe(value)} has no attribute '{attr}'") from None
+        if self.deps is not None:
+            self.deps.append(("a", value, attr, got))
         from ..dsl import SpecialRegister
         if isinstance(got, SpecialRegister):
             return arith.emit(self, "sreg", [], T.i32, name=got.sreg)

@@ -6,7 +6,7 @@ main cost of the pipeline, so each is a single linear sweep (dominators: Cooper,
 """
 from __future__ import annotations
 
-from .core import Block, BlockArg, Const, Function, Instr
+from .core import TERMINATORS, Block, BlockArg, Const, Function, Instr
 
 
 def reverse_postorder(fn: Function) -> list[Block]:
@@ -14,20 +14,31 @@ def reverse_postorder(fn: Function) -> list[Block]:
     if not fn.blocks:
         return []
     post: list[Block] = []
-    seen = {id(fn.entry)}
-    stack = [(fn.entry, iter(fn.entry.successors))]
+    entry = fn.blocks[0]
+    seen = {id(entry)}
+    stack = [(entry, iter(_succ_blocks(entry)))]
     while stack:
         b, it = stack[-1]
         for s in it:
             if id(s) not in seen:
                 seen.add(id(s))
-                stack.append((s, iter(s.successors)))
+                stack.append((s, iter(_succ_blocks(s))))
                 break
         else:
             post.append(b)
             stack.pop()
     post.reverse()
     return post
+
+
+def _succ_blocks(b: Block):
+    """`b.successors` without the property/list overhead (this is the hottest helper)."""
+    instrs = b.instrs
+    if instrs:
+        t = instrs[-1]
+        if t.op in TERMINATORS:
+            return [s for s, _ in t.succs]
+    return ()
 
 
 def predecessors(fn: Function, blocks=None) -> dict[Block, list[Block]]:

@@ -20,6 +20,9 @@ from __future__ import annotations
 from .core import Block, BlockArg, Const, Function, Instr
 
 
+_PY_CONSTS = (bool, int, float)
+
+
 class _Undef:
     """A variable read on a path where it was never assigned."""
 
@@ -241,9 +244,18 @@ class IRBuilder:
                             del ops[idx]
                         self.replaced[arg] = same
                         changed = True
+        replaced = self.replaced
         for b in fn.blocks:
             for ins in b.instrs:
-                ins.operands = [self._final(v) for v in ins.operands]
+                # only operands that were replaced (block args) or are not IR values yet need
+                # `_final`; the list is rebuilt exactly as before when one does
+                for v in ins.operands:
+                    if v.__class__ is BlockArg and v in replaced or v is UNDEF or \
+                            isinstance(v, _PY_CONSTS):
+                        ins.operands = [self._final(v) for v in ins.operands]
+                        break
+                else:
+                    ins.operands = list(ins.operands)
                 if ins.succs:
                     ins.succs = [(t, [self._final(v, t.args[i].type) for i, v in enumerate(ops)])
                                  for t, ops in ins.succs]

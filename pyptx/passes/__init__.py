@@ -16,34 +16,57 @@ from . import addressing, constfold, cse, dce, fma as fma_pass, licm, simplifycf
 MAX_ROUNDS = 4
 
 
+class _Tracker:
+    """Skips a pass run that provably does nothing: the pass's previous run reported no change
+    and no pass has edited the IR since (passes are deterministic functions of the IR).  This
+    keeps the rounds, their order and the result exactly as without it; it only saves the
+    last round's re-checks of passes whose input did not change."""
+
+    def __init__(self):
+        self.version = 0
+        self.clean: dict = {}
+
+    def __call__(self, pass_run, fn: Function) -> bool:
+        if self.clean.get(pass_run) == self.version:
+            return False
+        silent = simplifycfg.SILENT_EDITS[0]
+        changed = pass_run(fn)
+        if changed or simplifycfg.SILENT_EDITS[0] != silent:
+            self.version += 1
+        else:
+            self.clean[pass_run] = self.version
+        return changed
+
+
 def run_pipeline(fn: Function, opt_level: int = 2, fma: bool = True) -> Function:
     """Optimise `fn` in place and return it."""
     if opt_level <= 0:
         dce.remove_unreachable(fn)
         return fn
+    step = _Tracker()
     if opt_level == 1:
         for _ in range(MAX_ROUNDS):
-            changed = constfold.run(fn)
-            changed |= dce.run(fn)
-            changed |= simplifycfg.run(fn)
+            changed = step(constfold.run, fn)
+            changed |= step(dce.run, fn)
+            changed |= step(simplifycfg.run, fn)
             if not changed:
                 break
         return fn
     did_licm = False
     for _ in range(MAX_ROUNDS):
-        changed = constfold.run(fn)
-        changed |= dce.run(fn)
-        changed |= simplifycfg.run(fn)
-        changed |= cse.run(fn)
+        changed = step(constfold.run, fn)
+        changed |= step(dce.run, fn)
+        changed |= step(simplifycfg.run, fn)
+        changed |= step(cse.run, fn)
         if not did_licm:
-            changed |= licm.run(fn)
+            changed |= step(licm.run, fn)
             did_licm = True
-        changed |= addressing.run(fn)
+        changed |= step(addressing.run, fn)
         if changed:
-            cse.run(fn)
+            step(cse.run, fn)
         if fma:
-            changed |= fma_pass.run(fn)
-        changed |= dce.run(fn)
+            changed |= step(fma_pass.run, fn)
+        changed |= step(dce.run, fn)
         if not changed:
             break
     return fn

@@ -99,15 +99,30 @@ def simplify(ins: Instr):
     return None
 
 
+#: ops `fold_instr` looks at (pure, with a result, not in _NEVER_FOLD), and the ops `simplify`
+#: has a rule for: a set lookup instead of re-deriving both for every instruction.
+_FOLDABLE = frozenset(name for name, info in OPS.items()
+                      if info.pure and info.result and name not in _NEVER_FOLD)
+_SIMPLIFIED = frozenset({"select", "add", "sub", "mul", "div", "and", "or", "xor", "shl", "shr",
+                         "cvt", "neg", "not"})
+
+
 def fold_instr(ins: Instr):
     """The value replacing `ins` (a Const or an existing value), or None."""
-    info = OPS.get(ins.op)
-    if info is None or not info.pure or not info.result or ins.op in _NEVER_FOLD:
+    op = ins.op
+    if op not in _FOLDABLE:
         return None
-    if ins.operands and all(isinstance(v, Const) for v in ins.operands):
-        value = evaluate(ins.op, ins.type, ins.attrs, ins.operands)
-        if value is not None:
-            return Const(ins.type, value)
+    ops = ins.operands
+    if ops:
+        for v in ops:
+            if v.__class__ is not Const:
+                break
+        else:
+            value = evaluate(op, ins.type, ins.attrs, ops)
+            if value is not None:
+                return Const(ins.type, value)
+    if op not in _SIMPLIFIED:
+        return None
     return simplify(ins)
 
 
@@ -142,14 +157,15 @@ def run(fn: Function) -> bool:
     for b in order:
         kept = []
         for ins in b.instrs:
-            ops = ins.operands
-            for i, v in enumerate(ops):
-                if not isinstance(v, Const) and id(v) in repl:
-                    ops[i] = resolve(v)
-            for _, args in ins.succs:
-                for i, v in enumerate(args):
+            if repl:
+                ops = ins.operands
+                for i, v in enumerate(ops):
                     if not isinstance(v, Const) and id(v) in repl:
-                        args[i] = resolve(v)
+                        ops[i] = resolve(v)
+                for _, args in ins.succs:
+                    for i, v in enumerate(args):
+                        if not isinstance(v, Const) and id(v) in repl:
+                            args[i] = resolve(v)
             if ins.op == "cbr" and _fold_branch(ins):
                 changed = True
             new = fold_instr(ins)

@@ -16,20 +16,28 @@ from ..ir.ops import OPS
 
 _COMMUTATIVE = frozenset({"add", "mul", "and", "or", "xor", "mulhi", "mulwide"})
 _INT_COMMUTATIVE = frozenset({"min", "max"})
+_PURE_VALUE_OPS = frozenset(name for name, info in OPS.items() if info.pure)
+_TYPE_KEYS: dict = {}
 
 
-def _operand_key(v):
-    if isinstance(v, Const):
-        return ("c", repr(v.type), repr(v.value))
-    return ("v", id(v))
+def _type_key(t):
+    """repr(t), cached by identity (types are a handful of long-lived objects)."""
+    got = _TYPE_KEYS.get(id(t))
+    if got is None or got[0] is not t:
+        if len(_TYPE_KEYS) > 256:        # pointer types are created per kernel: stay bounded
+            _TYPE_KEYS.clear()
+        got = _TYPE_KEYS[id(t)] = (t, repr(t))
+    return got[1]
 
 
 def _key(ins):
-    ops = [_operand_key(v) for v in ins.operands]
-    if ins.op in _COMMUTATIVE or (ins.op in _INT_COMMUTATIVE and ins.type.is_int):
+    op = ins.op
+    ops = [("c", _type_key(v.type), repr(v.value)) if v.__class__ is Const else ("v", id(v))
+           for v in ins.operands]
+    if op in _COMMUTATIVE or (op in _INT_COMMUTATIVE and ins.type.is_int):
         ops.sort()
-    attrs = tuple(sorted(ins.attrs.items())) if ins.attrs else ()
-    return (ins.op, repr(ins.type), attrs, tuple(ops))
+    attrs = ins.attrs
+    return (op, _type_key(ins.type), tuple(sorted(attrs.items())) if attrs else (), tuple(ops))
 
 
 def run(fn: Function, dom: DomTree | None = None) -> bool:
@@ -38,6 +46,8 @@ def run(fn: Function, dom: DomTree | None = None) -> bool:
         return False
     table: dict = {}
     repl: dict[int, object] = {}
+    children = dom.children
+    pure = _PURE_VALUE_OPS
     # iterative preorder walk; on leaving a block, undo the entries it added
     stack = [(dom.rpo[0], False)]
     undo_marks: list[list] = []
@@ -50,21 +60,22 @@ def run(fn: Function, dom: DomTree | None = None) -> bool:
         added = []
         kept = []
         for ins in b.instrs:
-            ops = ins.operands
-            for i, v in enumerate(ops):
-                if not isinstance(v, Const) and id(v) in repl:
-                    ops[i] = repl[id(v)]
-            for _, args in ins.succs:
-                for i, v in enumerate(args):
-                    if not isinstance(v, Const) and id(v) in repl:
-                        args[i] = repl[id(v)]
-            if OPS[ins.op].pure and ins.type is not None:
+            if repl:
+                ops = ins.operands
+                for i, v in enumerate(ops):
+                    if v.__class__ is not Const and id(v) in repl:
+                        ops[i] = repl[id(v)]
+                for _, args in ins.succs:
+                    for i, v in enumerate(args):
+                        if v.__class__ is not Const and id(v) in repl:
+                            args[i] = repl[id(v)]
+            if ins.op in pure and ins.type is not None:
                 try:
                     k = _key(ins)
+                    prev = table.get(k)
                 except TypeError:         # unhashable attribute value: leave it alone
                     kept.append(ins)
                     continue
-                prev = table.get(k)
                 if prev is not None:
                     repl[id(ins)] = prev
                     continue
@@ -75,7 +86,7 @@ def run(fn: Function, dom: DomTree | None = None) -> bool:
             b.instrs[:] = kept
         undo_marks.append(added)
         stack.append((b, True))
-        for c in reversed(dom.children[b]):
+        for c in reversed(children[b]):
             stack.append((c, False))
     replace_uses(fn, repl)      # uses on back edges / in unreachable blocks
     return bool(repl)

@@ -23,40 +23,60 @@ def remove_unreachable(fn: Function) -> bool:
     return True
 
 
+_PURE_BY_OP: dict = {}
+
+
+def _is_pure(op: str) -> bool:
+    got = _PURE_BY_OP.get(op)
+    if got is None:
+        got = _PURE_BY_OP[op] = OPS[op].pure
+    return got
+
+
 def run(fn: Function) -> bool:
     changed = remove_unreachable(fn)
     # incoming edges of every block: (branch instr, succ index)
     incoming: dict = {b: [] for b in fn.blocks}
     live: set[int] = set()
     work: list = []
-
-    def mark(v):
-        if isinstance(v, Const) or id(v) in live:
-            return
-        live.add(id(v))
-        work.append(v)
+    pure = _PURE_BY_OP
 
     for b in fn.blocks:
         for ins in b.instrs:
-            if not OPS[ins.op].pure:
+            p = pure.get(ins.op)
+            if p is None:
+                p = _is_pure(ins.op)
+            if not p:
                 for v in ins.operands:
-                    mark(v)
+                    if v.__class__ is not Const and id(v) not in live:
+                        live.add(id(v))
+                        work.append(v)
                 live.add(id(ins))
-            for k, (tgt, _) in enumerate(ins.succs):
-                incoming[tgt].append((ins, k))
+            if ins.succs:
+                for k, (tgt, _) in enumerate(ins.succs):
+                    incoming[tgt].append((ins, k))
     while work:
         v = work.pop()
-        if isinstance(v, Instr):
+        cls = v.__class__
+        if cls is Instr:
             for x in v.operands:
-                mark(x)
-        elif isinstance(v, BlockArg):
+                if x.__class__ is not Const and id(x) not in live:
+                    live.add(id(x))
+                    work.append(x)
+        elif cls is BlockArg:
+            idx = v.index
             for br, k in incoming[v.block]:
-                mark(br.succs[k][1][v.index])
+                x = br.succs[k][1][idx]
+                if x.__class__ is not Const and id(x) not in live:
+                    live.add(id(x))
+                    work.append(x)
     for b in fn.blocks:
-        kept = [ins for ins in b.instrs if id(ins) in live]
-        if len(kept) != len(b.instrs):
-            b.instrs[:] = kept
-            changed = True
+        instrs = b.instrs
+        for ins in instrs:
+            if id(ins) not in live:
+                b.instrs[:] = [i for i in instrs if id(i) in live]
+                changed = True
+                break
         if b is not fn.entry and any(id(a) not in live for a in b.args):
             keep_idx = [i for i, a in enumerate(b.args) if id(a) in live]
             for br, k in incoming[b]:
