@@ -16,16 +16,10 @@ from dataclasses import dataclass, field
 from . import types as T
 from .errors import CompileError, PyptxError
 from .kernel import DeviceFunction, Kernel
+from .ptx import KernelParam  # noqa: F401  (the backend's record, re-exported as pyptx.KernelParam)
 
 _ARCH_RE = re.compile(r"^sm_(\d+)(a|f)?$")
 DEFAULT_ARCH = "sm_80"
-
-
-@dataclass(frozen=True)
-class KernelParam:
-    """One `.param` of the entry as PTX sees it: name and PTX type ('u64', 's32', 'f32', ...)."""
-    name: str
-    ptx_type: str
 
 
 @dataclass(frozen=True)

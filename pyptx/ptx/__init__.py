@@ -15,7 +15,14 @@ from . import lower_compute, lower_memory, lower_sync  # noqa: F401  (register t
 from .emitter import LOWERINGS, FunctionEmitter
 from .tables import format_version, suffixes
 
-__all__ = ["PtxModule", "emit", "LOWERINGS"]
+__all__ = ["KernelParam", "PtxModule", "emit", "LOWERINGS"]
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    """One `.param` of the entry as PTX sees it: name and PTX type ('u64', 's32', 'f32', ...)."""
+    name: str
+    ptx_type: str
 
 
 @dataclass
@@ -29,7 +36,6 @@ class PtxModule:
 
 def emit(fn: Function, arch: str, *, line_comments: bool = True) -> PtxModule:
     """Translate one kernel `fn` to a PTX module for `arch` (e.g. 'sm_80')."""
-    from ..compiler import KernelParam
     em = FunctionEmitter(fn, arch, line_comments)
     em.run()
     params = [KernelParam(name, "u64" if isinstance(p.type, PtrType) else suffixes(p.type).param)
