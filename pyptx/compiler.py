@@ -16,20 +16,11 @@ from dataclasses import dataclass, field
 from . import types as T
 from .errors import CompileError, PyptxError
 from .kernel import DeviceFunction, Kernel
+from .frontend.signature import ArgSpec  # noqa: F401  (re-exported: pyptx.ArgSpec)
 from .ptx import KernelParam  # noqa: F401  (the backend's record, re-exported as pyptx.KernelParam)
 
 _ARCH_RE = re.compile(r"^sm_(\d+)(a|f)?$")
 DEFAULT_ARCH = "sm_80"
-
-
-@dataclass(frozen=True)
-class ArgSpec:
-    """One non-constexpr user parameter: how the launcher checks and flattens its argument."""
-    name: str
-    kind: str                  # 'array' | 'scalar'
-    dtype: T.ScalarType
-    ndim: int = 0
-    writable: bool = False
 
 
 @dataclass

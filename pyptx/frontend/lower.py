@@ -14,6 +14,7 @@ from . import intrinsics, mathfns  # noqa: F401 - fill the intrinsic registry
 from .calls import ReturnSite  # noqa: F401
 from .lowering import Lowerer, Scope
 from .memory import array_param
+from .signature import ArgSpec
 from .source import get_source
 
 MAX_WALKS = 6
@@ -107,7 +108,6 @@ def _guarded(cx, step) -> None:
 
 
 def _finish(cx, src, param_types) -> Function:
-    from ..compiler import ArgSpec
     fn = cx.fn
     lines = {}
     for ins in fn.instructions():

@@ -1,0 +1,20 @@
+"""`ArgSpec`: what the frontend tells the launcher about each user parameter.
+
+One record per non-constexpr parameter, in order.  The launcher checks and flattens the launch
+arguments with these (an array becomes its pointer plus one i32 per dimension); `writable` says
+whether the kernel may store to the array, so only those are copied back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..types import ScalarType
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    name: str
+    kind: str                  # 'array' | 'scalar'
+    dtype: ScalarType
+    ndim: int = 0
+    writable: bool = False
