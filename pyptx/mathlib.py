@@ -16,7 +16,7 @@ import math as _m
 import struct as _struct
 
 import pyptx
-from pyptx import f32, f64, i32, u64
+from pyptx import f32, f64, i32, u32, u64
 
 
 def _trunc_bits(v: float, keep: int) -> float:
@@ -429,3 +429,112 @@ def cos_f32(x: f32):
 @pyptx.func
 def tanh_f32(x: f32):
     return f32(tanh_f64(f64(x)))
+
+
+# ---- fmod (exact, C semantics) ----------------------------------------------------------------
+# fmod(a, b) = a - trunc(a / b) * b is always representable, so it is computed exactly from the
+# integer significands: |a| = ma * 2^ea, |b| = mb * 2^eb, r = (ma * 2^(ea - eb)) mod mb by shifts
+# of at most clz(mb) bits (r << s stays below 2^64), then r * 2^eb (an exact multiply) with the
+# sign of a.  Trailing zero bits of mb are taken out first (x * 2^t mod m * 2^t = (x mod m) * 2^t),
+# so "round" divisors (2.0, 360.0, ...) need few steps.  Used by `//` and `%` on floats, which
+# follow numpy's npy_divmod on top of it (pyptx/frontend/arith.py).
+
+F64_ABS_MASK = 0x7FFFFFFFFFFFFFFF
+F64_IMPLICIT = 0x0010000000000000
+F32_ABS_MASK = 0x7FFFFFFF
+F32_INF_BITS = 0x7F800000
+F32_NAN_BITS = 0x7FC00000
+F32_MANT_MASK = 0x007FFFFF
+F32_IMPLICIT = 0x00800000
+
+
+@pyptx.func
+def _shifted_mod_u64(m: u64, d: i32, mb: u64):
+    """(m * 2^d) mod mb, for d >= 0, 1 <= mb < 2^53 and m < 2^53."""
+    t = pyptx.clz(pyptx.brev(mb))                  # trailing zero bits of mb
+    back = i32(0)
+    if d >= t:
+        mb = mb >> u64(t)
+        d = d - t
+        back = t
+    step = pyptx.clz(mb)                           # r < mb, so r << step < 2^64
+    r = m % mb
+    while d > 0 and r != u64(0):
+        s = min(d, step)
+        r = (r << u64(s)) % mb
+        d = d - s
+    return r << u64(back)
+
+
+@pyptx.func
+def _pow2_f64(e: i32):
+    """2^e exactly, -1074 <= e <= 1023."""
+    if e >= -1022:
+        return pyptx.bitcast(u64(e + 1023) << u64(52), f64)
+    return pyptx.bitcast(u64(1) << u64(e + 1074), f64)
+
+
+@pyptx.func
+def _pow2_f32(e: i32):
+    """2^e exactly, -149 <= e <= 127."""
+    if e >= -126:
+        return pyptx.bitcast(u32(e + 127) << u32(23), f32)
+    return pyptx.bitcast(u32(1) << u32(e + 149), f32)
+
+
+@pyptx.func
+def fmod_f64(a: f64, b: f64):
+    """C fmod: exact; sign of a; nan for a inf/nan, b nan or b == 0; a for |a| < |b|."""
+    ua = pyptx.bitcast(a, u64)
+    xa = ua & u64(F64_ABS_MASK)
+    xb = pyptx.bitcast(b, u64) & u64(F64_ABS_MASK)
+    if xa >= u64(INF_BITS) or xb > u64(INF_BITS) or xb == u64(0):
+        return pyptx.bitcast(u64(NAN_BITS), f64)
+    if xa < xb:
+        return a                                   # also a = +-0 and b = +-inf
+    ea = i32(xa >> u64(52))
+    ma = xa & u64(MANT_MASK)
+    if ea == 0:
+        ea = 1
+    else:
+        ma = ma | u64(F64_IMPLICIT)
+    eb = i32(xb >> u64(52))
+    mb = xb & u64(MANT_MASK)
+    if eb == 0:
+        eb = 1
+    else:
+        mb = mb | u64(F64_IMPLICIT)
+    r = _shifted_mod_u64(ma, ea - eb, mb)
+    res = f64(r) * _pow2_f64(eb - 1075)            # exact: r < mb, r * 2^eb < |b|
+    if (ua >> u64(63)) != u64(0):
+        res = -res
+    return res
+
+
+@pyptx.func
+def fmod_f32(a: f32, b: f32):
+    """C fmodf, as `fmod_f64`."""
+    ua = pyptx.bitcast(a, u32)
+    xa = ua & u32(F32_ABS_MASK)
+    xb = pyptx.bitcast(b, u32) & u32(F32_ABS_MASK)
+    if xa >= u32(F32_INF_BITS) or xb > u32(F32_INF_BITS) or xb == u32(0):
+        return pyptx.bitcast(u32(F32_NAN_BITS), f32)
+    if xa < xb:
+        return a
+    ea = i32(xa >> u32(23))
+    ma = xa & u32(F32_MANT_MASK)
+    if ea == 0:
+        ea = 1
+    else:
+        ma = ma | u32(F32_IMPLICIT)
+    eb = i32(xb >> u32(23))
+    mb = xb & u32(F32_MANT_MASK)
+    if eb == 0:
+        eb = 1
+    else:
+        mb = mb | u32(F32_IMPLICIT)
+    r = _shifted_mod_u64(u64(ma), ea - eb, u64(mb))
+    res = f32(r) * _pow2_f32(eb - 150)
+    if (ua >> u32(31)) != u32(0):
+        res = -res
+    return res

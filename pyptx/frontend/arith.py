@@ -268,27 +268,81 @@ def _in_f32(cx, t, x, y):
     return t, x, y
 
 
-def _float_divmod(cx, a, b, t):
-    """(floor(a / b), a - q*b) corrected so the remainder has the sign of b."""
+def _fmod(cx, x, y, ct):
+    """C fmod(x, y), exact (mathlib.fmod_f32 / fmod_f64 inlined through the template cache)."""
+    from .. import mathlib
+    from .calls import inline
+    return inline(cx, getattr(mathlib, f"fmod_{ct.name}"), [x, y], {})
+
+
+def _bits(cx, ct):
+    ut = T.u32 if ct == T.f32 else T.u64
+    return ut, make_const(1 << (ct.bits - 1), ut)
+
+
+def _quotient_sign(cx, x, y, ct):
+    """The sign bit of x / y (sign(x) xor sign(y)) as an unsigned integer, without dividing."""
+    ut, mask = _bits(cx, ct)
+    both = emit(cx, "xor", [emit(cx, "bitcast", [x], ut), emit(cx, "bitcast", [y], ut)], ut)
+    return emit(cx, "and", [both, mask], ut)
+
+
+def _zero_signed_as(cx, v, ct):
+    """copysign(0.0, v): v's sign bit alone."""
+    ut, mask = _bits(cx, ct)
+    return emit(cx, "bitcast", [emit(cx, "and", [emit(cx, "bitcast", [v], ut), mask], ut)], ct)
+
+
+_INF_BITS = {32: 0x7F800000, 64: 0x7FF0000000000000}
+
+
+def _float_divmod(cx, a, b, t, want_div):
+    """numpy's npy_divmod (f16 through f32, as numpy does), bit for bit:
+
+        mod = fmod(a, b)                                  # exact
+        if b == 0: return a / b, mod
+        div = (a - mod) / b
+        if mod != 0: if (b < 0) != (mod < 0): mod += b; div -= 1
+        else: mod = copysign(0, b)
+        floordiv = floor(div) (+1 if div - floor(div) > 0.5) if div != 0 else copysign(0, a / b)
+
+    `a / b` itself is never computed: its sign is sign(a) xor sign(b), and for b == 0 it is NaN
+    (a = 0 or NaN) or an infinity, so `//` costs one division.  Branch-free: every candidate is
+    computed and the right one selected (NaN flows through: a NaN `mod` is neither == 0 nor < 0,
+    and NaN + b stays NaN)."""
     ct, x, y = _in_f32(cx, t, a, b)
-    q = emit(cx, "floor", [emit(cx, "div", [x, y], ct)], ct)
-    r = emit(cx, "fma", [emit(cx, "neg", [q], ct), y, x], ct)
     zero = make_const(0.0, ct)
-    wrong = emit(cx, "and", [_cmp(cx, "ne", r, zero),
-                             emit(cx, "xor", [_cmp(cx, "lt", r, zero), _cmp(cx, "lt", y, zero)],
-                                  T.bool_)], T.bool_)
-    q = _sel(cx, wrong, emit(cx, "sub", [q, make_const(1.0, ct)], ct), q, ct)
-    r = _sel(cx, wrong, emit(cx, "add", [r, y], ct), r, ct)
-    return ct, q, r
+    mod = _fmod(cx, x, y, ct)
+    mod_zero = _cmp(cx, "eq", mod, zero)
+    fix = emit(cx, "and", [emit(cx, "not", [mod_zero], T.bool_),
+                           emit(cx, "xor", [_cmp(cx, "lt", y, zero), _cmp(cx, "lt", mod, zero)],
+                                T.bool_)], T.bool_)
+    if not want_div:
+        r = _sel(cx, fix, emit(cx, "add", [mod, y], ct), mod, ct)
+        return ct, _sel(cx, mod_zero, _zero_signed_as(cx, y, ct), r, ct)
+    ut = T.u32 if ct == T.f32 else T.u64
+    qsign = _quotient_sign(cx, x, y, ct)        # the sign bit of a / b
+    div = emit(cx, "div", [emit(cx, "sub", [x, mod], ct), y], ct)
+    div = _sel(cx, fix, emit(cx, "sub", [div, make_const(1.0, ct)], ct), div, ct)
+    fl = emit(cx, "floor", [div], ct)
+    up = _cmp(cx, "gt", emit(cx, "sub", [div, fl], ct), make_const(0.5, ct))
+    fl = _sel(cx, up, emit(cx, "add", [fl, make_const(1.0, ct)], ct), fl, ct)
+    fl = _sel(cx, _cmp(cx, "eq", div, zero), emit(cx, "bitcast", [qsign], ct), fl, ct)
+    # b == 0: a / b, i.e. NaN for a = 0 or NaN, else an infinity of the quotient's sign
+    inf = emit(cx, "bitcast", [emit(cx, "or", [qsign, make_const(_INF_BITS[ct.bits], ut)], ut)],
+               ct)
+    nan_q = emit(cx, "or", [_cmp(cx, "eq", x, zero), emit(cx, "isnan", [x], T.bool_)], T.bool_)
+    q = _sel(cx, nan_q, make_const(float("nan"), ct), inf, ct)
+    return ct, _sel(cx, _cmp(cx, "eq", y, zero), q, fl, ct)
 
 
 def _float_floordiv(cx, a, b, t, weak):
-    ct, q, _ = _float_divmod(cx, a, b, t)
+    ct, q = _float_divmod(cx, a, b, t, True)
     return convert(cx, q, t) if ct != t else _mark(cx, q, weak)
 
 
 def _float_mod(cx, a, b, t, weak):
-    ct, _, r = _float_divmod(cx, a, b, t)
+    ct, r = _float_divmod(cx, a, b, t, False)
     return convert(cx, r, t) if ct != t else _mark(cx, r, weak)
 
 
