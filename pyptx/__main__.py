@@ -62,16 +62,23 @@ def cmd_compile(args) -> int:
 
 def cmd_check(args) -> int:
     from .errors import ToolchainError
-    from .toolchain import assemble, resources
-    with open(args.file, encoding="utf-8") as f:
-        ptx = f.read()
+    from .toolchain import _ptxas, resources
+    try:
+        with open(args.file, encoding="utf-8") as f:
+            ptx = f.read()
+    except OSError as e:
+        raise SystemExit(f"pyptx: cannot read {args.file}: {e.strerror or e}") from None
     arch = args.arch
     if arch is None:
         m = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.M)
         arch = m.group(1) if m else "sm_80"
     try:
-        assemble(ptx, arch)
-        res = resources(ptx, arch)
+        _ptxas()                            # no ptxas at all is not a rejection of the file
+    except ToolchainError as e:
+        print(f"pyptx check: {e}", file=sys.stderr)
+        return 1
+    try:
+        res = resources(ptx, arch)          # one `ptxas -v` run: validation and the report
     except ToolchainError as e:
         print(f"{args.file}: ptxas rejected it for {arch}:\n{e}", file=sys.stderr)
         return 1

@@ -13,6 +13,8 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from . import types as T
 from .errors import CompileError, PyptxError
 from .kernel import DeviceFunction, Kernel
@@ -54,7 +56,7 @@ class CompiledKernel:
 
 # ---- type resolution ---------------------------------------------------------------------------
 
-def _signature_types(signature, names: list[str]):
+def _signature_types(signature, names: list[str], where: dict | None = None):
     """`signature=` as a string "f32[:], i32" or a tuple of pyptx types -> list of types."""
     if isinstance(signature, str):
         env = {n: t for n, t in T.SCALARS.items()}
@@ -63,15 +65,16 @@ def _signature_types(signature, names: list[str]):
             value = eval("(" + signature + ",)", {"__builtins__": {}}, env)  # noqa: S307
         except Exception as e:  # noqa: BLE001 - any parse problem is the user's signature
             raise CompileError(f"cannot read signature {signature!r} ({e}); write it like "
-                               f"\"f32[:], f32[:], i32\"") from None
+                               f"\"f32[:], f32[:], i32\"", **(where or {})) from None
     else:
         value = tuple(signature)
     for v in value:
         if not isinstance(v, (T.ScalarType, T.ArrayType)) and v is not T.constexpr:
-            raise CompileError(f"signature entry {v!r} is not a pyptx type; use f32, i32[:], ...")
+            raise CompileError(f"signature entry {v!r} is not a pyptx type; use f32, i32[:], ...",
+                               **(where or {}))
     if len(value) != len(names):
         raise CompileError(f"signature has {len(value)} types but the function has "
-                           f"{len(names)} parameters ({', '.join(names)})")
+                           f"{len(names)} parameters ({', '.join(names)})", **(where or {}))
     return list(value)
 
 
@@ -99,7 +102,7 @@ def resolve_param_types(py_func, signature=None, arg_types: dict | None = None) 
                                **_where(py_func))
     names = [p.name for p in params]
     if signature is not None:
-        return dict(zip(names, _signature_types(signature, names)))
+        return dict(zip(names, _signature_types(signature, names, _where(py_func))))
     ann = getattr(py_func, "__annotations__", {}) or {}
     out = {}
     for n in names:
@@ -266,7 +269,16 @@ def compile_uncached(py_func, types: dict, constexprs: dict, arch: str, opt_leve
     from .frontend import lower_kernel
     from .passes import run_pipeline
     from .ptx import emit
-    fn = lower_kernel(py_func, types, constexprs, name=name)
+    try:
+        fn = lower_kernel(py_func, types, constexprs, name=name)
+    except (PyptxError, RecursionError):
+        raise
+    except Exception as e:  # noqa: BLE001 - SPEC §3: only CompileError escapes for bad code
+        raise CompileError(
+            f"pyptx cannot compile {name}: an unsupported construct made the frontend fail "
+            f"({type(e).__name__}: {e}); rewrite it with the statements and intrinsics of "
+            f"SPEC §2 (and please report this message as a missing diagnostic)",
+            **_where(py_func)) from e
     fn.attrs["fma"] = fma
     fn = run_pipeline(fn, opt_level=opt_level, fma=fma)
     mod = emit(fn, arch)
@@ -302,12 +314,32 @@ def _split_constexprs(types: dict, given: dict, py_func) -> dict:
     return out
 
 
+def _check_options(opt_level, fma, constexprs, signature, py_func) -> None:
+    """Bad `compile`/decorator options are CompileErrors too (SPEC §3: nothing else escapes)."""
+    if isinstance(opt_level, bool) or opt_level not in (0, 1, 2):
+        raise CompileError(f"opt_level must be 0, 1 or 2, got {opt_level!r}", **_where(py_func))
+    if not isinstance(fma, (bool, np.bool_)):
+        raise CompileError(f"fma must be True or False, got {fma!r}", **_where(py_func))
+    if constexprs is not None and not hasattr(constexprs, "items"):
+        raise CompileError(f"constexprs must be a dict {{name: value}}, got "
+                           f"{type(constexprs).__name__}", **_where(py_func))
+    if signature is not None and not isinstance(signature, (str, tuple, list)):
+        raise CompileError(f"signature must be a string like \"f32[:], i32\" or a tuple of "
+                           f"pyptx types, got {type(signature).__name__}",
+                           **_where(py_func))
+
+
 def compile_kernel(k: Kernel, *, arch=None, constexprs=None, signature=None, opt_level=None,
                    fma=None, arg_types: dict | None = None) -> CompiledKernel:
     """Compile a Kernel for given options, through its in-memory cache and the disk cache."""
+    if arch is not None and not isinstance(arch, str):
+        raise CompileError(f"arch must be a string like 'sm_80', got {arch!r}",
+                           **_where(k.py_func))
     arch = check_arch(arch or default_arch())
     opt_level = k.opt_level if opt_level is None else opt_level
     fma = k.fma if fma is None else fma
+    _check_options(opt_level, fma, constexprs, signature, k.py_func)
+    opt_level, fma = int(opt_level), bool(fma)
     types = resolve_param_types(k.py_func, signature if signature is not None else k.signature,
                                 arg_types)
     cx = _split_constexprs(types, {**k.constexprs, **(constexprs or {})}, k.py_func)

@@ -70,7 +70,12 @@ class _LaunchConfig:
         self.grid = grid
         self.block = block
 
-    def __call__(self, *args, stream=None, shared_mem: int = 0):
+    def __call__(self, *args, stream=None, shared_mem: int = 0, **kwargs):
+        if kwargs:
+            from .errors import LaunchError
+            raise LaunchError(f"{self.kernel.name}: kernel arguments are positional; unexpected "
+                              f"keyword argument(s) " + ", ".join(f"'{k}'" for k in kwargs)
+                              + " (only stream= and shared_mem= are launch options)")
         launch = _launch_fn[0] if _launch_fn else _load_launch()
         return launch(self.kernel, self.grid, self.block, args, stream=stream,
                       shared_mem=shared_mem)

@@ -19,8 +19,19 @@ _NOT_FOUND = ("no ptxas found: install the CUDA toolkit or `pip install nvidia-c
               "or point $PYPTX_PTXAS at a ptxas binary")
 
 
-@lru_cache(maxsize=None)
+_found: dict = {}           # $PYPTX_PTXAS value -> ptxas path (hits only: a later install counts)
+
+
 def _find_cached(env_value: str | None) -> str | None:
+    hit = _found.get(env_value)
+    if hit is None:
+        hit = _lookup(env_value)
+        if hit is not None:
+            _found[env_value] = hit
+    return hit
+
+
+def _lookup(env_value: str | None) -> str | None:
     if env_value:
         return env_value if os.path.isfile(env_value) and os.access(env_value, os.X_OK) else None
     try:

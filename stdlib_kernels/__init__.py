@@ -11,6 +11,8 @@ from .activations import gate_up_swiglu, gate_up_swiglu_kernel, swiglu, swiglu_k
 from .attention import (decode_attention, decode_attention_kernel, decode_merge_kernel,
                         kv_scatter, kv_scatter_kernel)
 from .gemm import gemm, gemm_naive_kernel, gemm_tiled_kernel
+from ._later import (NotYetImplementedError, flash_attention, q4k_matmul,  # noqa: F401
+                     q6k_matmul, q8_0_matmul)
 from .norms import layernorm, layernorm_kernel, rmsnorm, rmsnorm_kernel
 from .rope import rope, rope_kernel
 from .softmax import softmax, softmax_block_kernel, softmax_warp_kernel

@@ -29,7 +29,8 @@ def float32_array(fn: str, name: str, value, ndims: tuple[int, ...]) -> np.ndarr
         raise ValueError(f"{fn}: {name} must be {want}, got shape {value.shape}")
     if any(d > _I32_MAX for d in value.shape):
         raise ValueError(f"{fn}: {name} has a dimension over 2**31-1 ({value.shape})")
-    return np.ascontiguousarray(value)
+    # not np.ascontiguousarray: it turns a 0-d array into a 1-d one
+    return value if value.flags.c_contiguous else np.ascontiguousarray(value)
 
 
 def int_array(fn: str, name: str, value, ndim: int) -> np.ndarray:

@@ -125,6 +125,8 @@ def _cache(fn: str, name: str, cache, *, in_place: bool = False) -> np.ndarray:
     """A `[n_kv_heads, max_seq, head_dim]` float32 cache (C-contiguous if written in place)."""
     if in_place and isinstance(cache, np.ndarray) and not cache.flags.c_contiguous:
         raise ValueError(f"{fn}: {name} must be C-contiguous (it is updated in place)")
+    if in_place and isinstance(cache, np.ndarray) and not cache.flags.writeable:
+        raise ValueError(f"{fn}: {name} must be writeable (it is updated in place)")
     return V.float32_array(fn, name, cache, (3,))
 
 

@@ -85,4 +85,4 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     else:
         block = V.row_block(n)
         softmax_block_kernel[n_rows, block](out, rows, block)
-    return np.moveaxis(out.reshape(moved.shape), -1, axis)
+    return np.ascontiguousarray(np.moveaxis(out.reshape(moved.shape), -1, axis))

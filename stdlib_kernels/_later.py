@@ -1,0 +1,36 @@
+"""SPEC §6 functions that are a later issue: present by name so users get a clear error.
+
+`NotYetImplementedError` is both a `NotImplementedError` (what it is) and a `ValueError` (what
+`gemm(variant=...)` raises for any other variant it cannot run), so either `except` catches it.
+"""
+from __future__ import annotations
+
+
+class NotYetImplementedError(NotImplementedError, ValueError):
+    """A SPEC §6 feature that this version of stdlib_kernels does not provide yet."""
+
+
+def not_yet(what: str, instead: str = "") -> NotYetImplementedError:
+    tail = f"; {instead}" if instead else ""
+    return NotYetImplementedError(f"{what} is not implemented yet in stdlib_kernels "
+                                  f"(a later release){tail}")
+
+
+def flash_attention(q, k, v, causal=False, scale=None):
+    """out = softmax(q kᵀ · scale [+ causal mask]) v — not implemented yet (raises)."""
+    raise not_yet("flash_attention", "use decode_attention for one query token per head")
+
+
+def q4k_matmul(x, w, n):
+    """out = x @ dequant_q4_k(w).T — not implemented yet (raises)."""
+    raise not_yet("q4k_matmul")
+
+
+def q6k_matmul(x, w, n):
+    """out = x @ dequant_q6_k(w).T — not implemented yet (raises)."""
+    raise not_yet("q6k_matmul")
+
+
+def q8_0_matmul(x, w, n):
+    """out = x @ dequant_q8_0(w).T — not implemented yet (raises)."""
+    raise not_yet("q8_0_matmul")
