@@ -79,8 +79,15 @@ def _signature_types(signature, names: list[str], where: dict | None = None):
 
 
 def _where(fn) -> dict:
+    """The location of `def NAME(` (not of a decorator above it), for errors about the whole
+    function or its parameters."""
     try:
         lines, first = inspect.getsourcelines(fn)
+        for k, line in enumerate(lines):
+            stripped = line.lstrip()
+            if stripped.startswith(("def ", "async def ")):
+                return dict(filename=inspect.getsourcefile(fn), lineno=first + k,
+                            offset=len(line) - len(stripped) + 1, source_line=line)
         return dict(filename=inspect.getsourcefile(fn), lineno=first, offset=1,
                     source_line=lines[0] if lines else None)
     except (OSError, TypeError):
