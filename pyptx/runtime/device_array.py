@@ -1,9 +1,10 @@
 """`pyptx.to_device(arr)` → `DeviceArray`: an array that stays resident between launches.
 
 On the GPU it owns device memory (freed when the object is garbage-collected) and exposes
-`__cuda_array_interface__`, so CuPy/PyTorch/Numba can use it too.  On the CPU executor it wraps
-a private host copy, so code written against DeviceArray behaves the same on both devices:
-results are visible only through `copy_to_host()`.
+`__cuda_array_interface__` and `__dlpack__`, so CuPy/PyTorch/Numba/JAX can use it too.  On the
+CPU executor it wraps a private host copy, so code written against DeviceArray behaves the same
+on both devices: results are visible only through `copy_to_host()` (or a DLPack view such as
+`np.from_dlpack`).
 """
 from __future__ import annotations
 
@@ -104,6 +105,57 @@ class DeviceArray:
             raise AttributeError("a DeviceArray on the CPU executor is not CUDA memory")
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self._ptr, False),
                 "strides": None, "version": 3}
+
+    def __dlpack_device__(self) -> tuple:
+        """(kDLCUDA=2, device ordinal) on the GPU, (kDLCPU=1, 0) on the CPU executor."""
+        from . import dlpack
+        if self._host is not None:
+            return (dlpack.kDLCPU, 0)
+        return (dlpack.kDLCUDA, _ordinal())
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of this array (zero-copy unless `copy=True` or `dl_device` asks for
+        another device).  A versioned capsule ("dltensor_versioned") when `max_version` >= (1, 0),
+        else the legacy "dltensor".  On the GPU, unless `stream == -1`, the whole context is
+        synchronised first, so pending pyptx work on this array is finished for any consumer
+        stream (`stream` 0 is invalid for CUDA, per the spec)."""
+        from . import dlpack
+        versioned = dlpack.wants_versioned(max_version)
+        here = self.__dlpack_device__()
+        target = here if dl_device is None else (int(dl_device[0]), int(dl_device[1]))
+        if self._host is None and (stream is not None and not isinstance(stream, int)):
+            raise TypeError(f"stream must be an int or None, got {type(stream).__name__}")
+        if self._host is None and stream == 0:
+            raise ValueError("stream=0 is ambiguous for CUDA in DLPack: pass 1 (legacy default "
+                             "stream), 2 (per-thread default stream), a stream handle, or -1")
+        if target != here:
+            if target == (dlpack.kDLCPU, 0) and self._host is None and copy is not False:
+                host = self.copy_to_host()
+                return dlpack.export(host, host.ctypes.data, self.shape, self.dtype, target,
+                                     versioned=versioned, copied=True)
+            raise BufferError(f"cannot export a DeviceArray on {dlpack.device_name(here)} to "
+                              f"{dlpack.device_name(target)}"
+                              + (" without a copy" if copy is False else ""))
+        if self._host is None:
+            if self._ptr == 0 and self._nbytes:
+                raise BufferError("the DeviceArray was freed")
+            if stream != -1:
+                driver.synchronize()
+        if self._host is not None:
+            owner = self._host.copy() if copy else self
+            data = (owner if copy else self._host).ctypes.data
+        else:
+            owner = to_device(self.copy_to_host()) if copy else self
+            data = owner._ptr
+        return dlpack.export(owner, data, self.shape, self.dtype, here, versioned=versioned,
+                             copied=bool(copy))
+
+
+def _ordinal() -> int:
+    try:
+        return int(driver.context().device)
+    except (TypeError, ValueError):
+        return 0
 
 
 def to_device(arr, dtype=None) -> DeviceArray:

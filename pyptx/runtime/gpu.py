@@ -13,11 +13,13 @@ import numpy as np
 from . import driver
 from ..errors import LaunchError
 from .device_array import DeviceArray
+from .dlpack import ImportedTensor
 
 
 class ArrayArg:
-    """A pointer parameter's argument: numpy array, DeviceArray or `__cuda_array_interface__`
-    object, and whether the kernel may write it."""
+    """A pointer parameter's argument: numpy array, DeviceArray, `__cuda_array_interface__`
+    object or consumed DLPack tensor (`dlpack.ImportedTensor`), and whether the kernel may
+    write it."""
 
     __slots__ = ("array", "writable")
 
@@ -75,7 +77,7 @@ def plan_for(ck) -> _GpuPlan:
 
 def launch(compiled, grid, block, flat_args, shared_mem: int = 0, stream=None) -> None:
     """Launch on the current GPU.  numpy arrays are copied in (all) and out (writable ones);
-    DeviceArrays and `__cuda_array_interface__` objects are used in place."""
+    DeviceArrays, `__cuda_array_interface__` objects and DLPack tensors are used in place."""
     plan = plan_for(compiled)
     ctx = driver.context()
     ctx.make_current()
@@ -84,9 +86,14 @@ def launch(compiled, grid, block, flat_args, shared_mem: int = 0, stream=None) -
     hstream = driver.stream_handle(stream)
     values = list(flat_args)
     staged = {}        # host data address -> [device ptr, host array, nbytes, writable]
+    imported = []      # consumed DLPack tensors: their deleters run once the kernel is queued
     try:
         for i in plan.pointer_slots:
             arg = values[i]
+            if isinstance(arg.array, ImportedTensor):
+                imported.append(arg.array)
+                values[i] = arg.array.data
+                continue
             values[i] = _device_address(arg, staged, hstream)
         with plan.lock:
             fn.launch(grid, block, shared_mem, hstream, plan.packer.pack(values))
@@ -98,6 +105,8 @@ def launch(compiled, grid, block, flat_args, shared_mem: int = 0, stream=None) -
     finally:
         for entry in staged.values():
             driver.mem_free(entry[0], ctx)
+        for t in imported:
+            t.release()
 
 
 def _device_address(arg: ArrayArg, staged: dict, hstream) -> int:

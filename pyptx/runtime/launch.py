@@ -12,6 +12,7 @@ import inspect
 import math
 import operator
 import os
+import threading
 
 import numpy as np
 
@@ -28,6 +29,7 @@ _SHAPE_LIMIT = 2**31
 # ---- device choice ----------------------------------------------------------------------------
 
 _device_cache: dict = {}      # PYPTX_DEVICE value -> ('gpu' | 'cpu', reason the CPU is used)
+_launch_state = threading.local()   # .stream: the `stream=` of the GPU launch being checked
 _generation = [0]             # bumped by driver.reset(): every cached launch plan is stale
 
 
@@ -131,19 +133,25 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
     binder = kernel.__dict__.get("_pyptx_binder")
     if binder is None or binder.generation != _generation[0]:
         binder = kernel.__dict__["_pyptx_binder"] = _Binder(kernel)
+    if dev == "gpu":
+        _launch_state.stream = stream      # the consumer stream a __dlpack__ argument is told
     plan = binder.plan(args, dev)
     flat = []
-    for pos, checker in plan.checkers:
-        checker(args[pos], flat)
-    if shared_mem:
-        _check_shared(plan, shared_mem, dev)
-    elif plan.static_shared > plan.shared_limit:
-        _check_shared(plan, 0, dev)
-    if dev == "cpu":
-        _cpu_launch()(plan.ck.ptx, plan.ck.name, g, b, flat, shared_mem)
-    else:
-        from . import gpu
-        gpu.launch(plan.ck, g, b, flat, shared_mem, stream)
+    try:
+        for pos, checker in plan.checkers:
+            checker(args[pos], flat)
+        if shared_mem:
+            _check_shared(plan, shared_mem, dev)
+        elif plan.static_shared > plan.shared_limit:
+            _check_shared(plan, 0, dev)
+        if dev == "cpu":
+            _cpu_launch()(plan.ck.ptx, plan.ck.name, g, b, flat, shared_mem)
+        else:
+            from . import gpu
+            gpu.launch(plan.ck, g, b, flat, shared_mem, stream)
+    except BaseException:
+        flat.clear()      # release consumed DLPack tensors now, not when the traceback dies
+        raise
 
 
 def _check_shared(plan, shared_mem, dev) -> None:
@@ -261,6 +269,21 @@ def _infer_type(name, v):
     cai = getattr(v, "__cuda_array_interface__", None)
     if cai is not None:
         return T.ArrayType(_scalar_of(name, np.dtype(cai["typestr"])), len(cai["shape"]))
+    if hasattr(v, "__dlpack__"):
+        from . import dlpack
+        try:
+            dev = dlpack.device_of(v)
+            t = dlpack.import_object(v, stream=-1 if dev and dev[0] in _DL_GPU else None)
+        except Exception as e:  # noqa: BLE001 - the producer refused
+            raise LaunchError(f"argument '{name}': __dlpack__ failed: {e}") from None
+        try:
+            if t.dtype is None:
+                raise LaunchError(f"argument '{name}': arrays of {t.describe_dtype()} are not "
+                                  f"supported (use bool, int8..int64, uint8..uint64, "
+                                  f"float16/32/64)")
+            return T.ArrayType(_scalar_of(name, t.dtype), t.ndim)
+        finally:
+            t.release()
     raise LaunchError(f"argument '{name}' has no type annotation and pyptx cannot infer one "
                       f"from a {type(v).__name__}: pass a numpy array, DeviceArray or scalar, "
                       f"or annotate the parameter")
@@ -352,7 +375,15 @@ def _array_checker(spec, dev, array_arg, kname):
         else:
             cai = getattr(a, "__cuda_array_interface__", None)
             if cai is None:
-                fail(f"{type(a).__name__} {_short(a)}")
+                if not hasattr(a, "__dlpack__"):
+                    fail(f"{type(a).__name__} {_short(a)}")
+                a, shape = _dlpack_arg(a, dev, dt, nd, writable, fail)
+                for s in shape:
+                    if s >= _SHAPE_LIMIT:
+                        fail(f"shape {shape}: every dimension must be below 2**31")
+                out.append(array_arg(a, writable))
+                out.extend(shape)
+                return
             if dev == "cpu":
                 fail("a GPU array (__cuda_array_interface__), but launches run on the CPU "
                      "executor; copy it to a numpy array")
@@ -369,6 +400,74 @@ def _array_checker(spec, dev, array_arg, kname):
         out.append(array_arg(a, writable))
         out.extend(shape)
     return check
+
+
+_DL_GPU = (2, 13)            # kDLCUDA, kDLCUDAManaged: memory a kernel can use by address
+_DL_HOST = (1, 3, 13)        # kDLCPU, kDLCUDAHost (pinned), kDLCUDAManaged: host-addressable
+
+
+def _dlpack_stream():
+    """The DLPack `stream` value for the current GPU launch's stream (1 = legacy default)."""
+    from . import driver
+    h = driver.stream_handle(getattr(_launch_state, "stream", None))
+    if h is None:
+        return 1
+    try:
+        h = int(h)
+    except (TypeError, ValueError):
+        return None
+    return h or 1
+
+
+def _dlpack_arg(a, dev, dt, nd, writable, fail):
+    """Consume `a.__dlpack__()` for an array parameter: (what the device launch takes, shape).
+
+    GPU: an ImportedTensor whose `.data` the kernel gets (released by gpu.launch).  CPU: a
+    numpy view of the producer's memory (the deleter runs when the view is dropped)."""
+    from . import dlpack
+    try:
+        dl_dev = dlpack.device_of(a)
+    except Exception as e:  # noqa: BLE001
+        fail(f"a DLPack object whose __dlpack_device__() failed ({e})")
+    if dl_dev is not None:
+        _dlpack_device_check(dl_dev, dev, fail)
+    try:
+        t = dlpack.import_object(a, stream=_dlpack_stream() if dev == "gpu" else None)
+    except Exception as e:  # noqa: BLE001 - BufferError, TypeError, ... from the producer
+        fail(f"a DLPack object whose __dlpack__() failed ({type(e).__name__}: {e})")
+    try:
+        _dlpack_device_check(t.device, dev, fail)
+        if t.dtype != dt or t.ndim != nd:
+            fail(f"a DLPack tensor of {t.describe_dtype()} with {t.ndim} "
+                 f"dimension{'s' if t.ndim != 1 else ''}")
+        if not t.is_c_contiguous():
+            fail("a non-contiguous DLPack tensor")
+        if writable and t.read_only:
+            fail("a read-only DLPack tensor, but the kernel writes to it")
+        if dev == "cpu":
+            return t.as_numpy(), t.shape
+        return t, t.shape
+    except BaseException:
+        t.release()
+        raise
+
+
+def _dlpack_device_check(dl_dev, dev, fail):
+    from . import dlpack
+    if dev == "cpu":
+        if dl_dev[0] not in _DL_HOST:
+            fail(f"a DLPack tensor on {dlpack.device_name(dl_dev)}, but launches run on the "
+                 f"CPU executor; copy it to host memory first (e.g. np.asarray(x.cpu()) or "
+                 f"x.get()), or run on a GPU (PYPTX_DEVICE=gpu)")
+        return
+    from .device_array import _ordinal
+    if dl_dev[0] not in _DL_GPU:
+        fail(f"a DLPack tensor on {dlpack.device_name(dl_dev)}, but launches run on the GPU; "
+             f"move it to the GPU (pyptx.to_device(np.from_dlpack(x)), x.cuda(), ...) or pass "
+             f"a numpy array (np.from_dlpack(x)) to have it copied in and out")
+    if dl_dev[1] != _ordinal():
+        fail(f"a DLPack tensor on {dlpack.device_name(dl_dev)}, but pyptx launches on CUDA "
+             f"device {_ordinal()}")
 
 
 def _c_strides(shape, itemsize) -> tuple:
