@@ -159,6 +159,8 @@ class Interp:
                 return None
             if op == "shfl":
                 return a[0]
+            if op == "activemask":
+                return 1                  # one thread: only itself
             if op == "vote":
                 return (1 if a[0] else 0) if at["mode"] == "ballot" else a[0]
             if op == "sreg":

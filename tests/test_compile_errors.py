@@ -51,7 +51,7 @@ CASES = [
     (_k("y = f'{n}'  # ERR"), "f-strings"),
     (_k("yield n  # ERR"), "generators"),
     (_k("if (m := n) > 0:  # ERR\n    pass"), "':='"),
-    (_k("s = 'abc'\ny = s + n  # ERR"), "string"),
+    (_k("s = 'abc'  # ERR\ny = s + n"), "string"),
     # -- names and globals
     (_k("y = undefined_name + 1  # ERR"), "not defined"),
     (_k("y = TABLE[0]  # ERR"), "list"),

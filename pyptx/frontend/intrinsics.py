@@ -196,9 +196,11 @@ for _name, _mode in (("shfl_xor", "bfly"), ("shfl_down", "down"), ("shfl_up", "u
 
 
 def _vote(cx, mode, p):
+    """Votes among the lanes that execute them together (CUDA's `__any_sync(__activemask(), p)`):
+    a full member mask would hang (GPU) inside a branch that only some lanes of the warp take."""
     t = T.u32 if mode == "ballot" else T.bool_
-    return arith.emit(cx, "vote", [arith.convert(cx, arith.truth(cx, p), T.bool_),
-                                   make_const(FULL_MASK, T.u32)], t, mode=mode)
+    pred = arith.convert(cx, arith.truth(cx, p), T.bool_)
+    return arith.emit(cx, "vote", [pred, arith.emit(cx, "activemask", [], T.u32)], t, mode=mode)
 
 
 for _name, _mode in (("vote_any", "any"), ("vote_all", "all"), ("ballot", "ballot")):

@@ -216,6 +216,9 @@ class Lowerer:
         if value is None:
             raise self.err("this expression has no value (a call of something that returns "
                            "nothing?)")
+        if isinstance(value, (str, bytes)):
+            raise self.err("strings are only allowed as print() arguments in kernels; pass the "
+                           "string literal to print directly")
         sc.objvars[name] = value
 
     def _rebind_message(self, name: str, prev) -> str:
@@ -565,7 +568,36 @@ class Lowerer:
         return arith.unary(self, _UNARY[type(node.op)], v)
 
     def e_boolop(self, node):
-        return self.cond_value(node)
+        """`a and b` / `a or b` as a value, with Python semantics: the first operand that decides
+        (falsy for `and`, truthy for `or`), else the last; the later operands are evaluated only
+        if reached.  The result type is the promotion of every operand's (all bool_ -> bool_)."""
+        b = self.b
+        var = self.fresh("boolop")
+        done = b.new_block("join")
+        is_and = isinstance(node.op, ast.And)
+        last = len(node.values) - 1
+        for k, sub in enumerate(node.values):
+            v = self.expr(sub)
+            self.set_loc(sub)
+            arith.type_of(self, v)                   # a scalar, or a CompileError
+            b.write(var, v)
+            if k == last:
+                b.br(done)
+                break
+            nxt = b.new_block("and" if is_and else "or")
+            c = arith.truth(self, v)
+            if is_and:
+                self.branch(c, nxt, done)
+            else:
+                self.branch(c, done, nxt)
+            b.seal(nxt)
+            if not b.preds[nxt]:
+                break
+            b.block = nxt
+        b.seal(done)
+        b.block = done
+        self.set_loc(node)
+        return b.read(var)
 
     def e_compare(self, node):
         if len(node.ops) > 1:

@@ -113,6 +113,9 @@ OPS: dict[str, OpInfo] = _t([
            "T = type of v (32- or 64-bit int/float).  attrs mode in {'bfly','down','up','idx'}; "
            "lane (u32/i32) is the lane mask/delta/source lane; mask (u32) the member mask.  "
            "Out-of-range source lanes return the thread's own v (PTX shfl.sync, c = 0x1f)."),
+    OpInfo("activemask", "", 0, False, True,
+           "T u32: the mask of the lanes of the warp executing this instruction together "
+           "(PTX activemask.b32); not pure: it depends on where control flow has diverged"),
     OpInfo("vote", "p, mask", 2, False, True,
            "attrs mode in {'any','all'} -> T bool_; mode 'ballot' -> T u32"),
     # ---- output -----------------------------------------------------------------------------------

@@ -132,6 +132,8 @@ class _Checker:
                  "shfl: 32/64-bit int/float value of the result type")
             need(_is_i32ish(a[1]) and a[2] == u32, "shfl: i32/u32 lane, u32 mask")
             need(at.get("mode") in SHFL_MODES, f"shfl mode must be one of {SHFL_MODES}")
+        elif op == "activemask":
+            need(T == u32, "activemask result is u32")
         elif op == "vote":
             mode = at.get("mode")
             need(mode in ("any", "all", "ballot"), "vote mode must be any/all/ballot")

@@ -78,6 +78,12 @@ def lower_shfl(em, ins) -> None:
             em.i(f"cvt.u16.u32 {em.dst(ins)}, {w2}")
 
 
+@lowers("activemask")
+def lower_activemask(em, ins) -> None:
+    em.need("sync.warp", ins)
+    em.i(f"activemask.b32 {em.dst(ins)}")
+
+
 @lowers("vote")
 def lower_vote(em, ins) -> None:
     em.need("sync.warp", ins)

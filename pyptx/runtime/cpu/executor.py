@@ -260,8 +260,11 @@ def _release_warps(st, op, key, barpc, wmask, m, warps, force=False):
     at = np.flatnonzero((key == WAITING) & (barpc == m))
     here = _lane_bits(st, at)
     alive = _lane_bits(st, np.flatnonzero(key != EXITED))
-    need = alive & wmask
-    ready = warps if force else warps[(need[warps] & ~here[warps]) == 0]
+    if force:                   # wmask is None: run with whoever is there
+        ready = warps
+    else:
+        need = alive & wmask
+        ready = warps[(need[warps] & ~here[warps]) == 0]
     if ready.size == 0:
         return 0
     lanes = at[np.isin(st.warp_id[at], ready)]
