@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import types as T
 from ..ir.core import Const, Instr
-from .values import PY_SCALARS, make_const, sample_literal, weak_join
+from .values import PY_SCALARS, is_const, make_const, sample_literal, weak_join
 
 _PY_BINOPS = {
     "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
@@ -412,3 +412,17 @@ def _out_of_range_compare(cx, pred, a, b):
 
 def is_instr(v) -> bool:
     return isinstance(v, Instr)
+
+
+def convert_declared(cx, v, ann, what: str):
+    """`v` into a place declared `ann` (a device-function parameter, an annotated local):
+    numpy `same_kind` casting, so f64 -> f32 and int -> float are fine but float -> int is not."""
+    t, weak = type_of(cx, v)
+    if weak and is_const(v):
+        ok = not (isinstance(v, float) and not ann.is_float)
+    else:
+        ok = bool(np.can_cast(t.dtype, ann.dtype, "same_kind")) or (weak and not t.is_float)
+    if not ok:
+        raise cx.err(f"{what} is {t.name} but is declared {ann.name}; convert it explicitly, "
+                     f"e.g. {ann.name}(x)")
+    return convert_literal(cx, v, ann)

@@ -13,7 +13,6 @@ import builtins
 import inspect
 import types as pytypes
 
-import numpy as np
 
 from .. import types as T
 from ..kernel import DeviceFunction, Kernel
@@ -191,15 +190,7 @@ def _check_arg(cx, df, name, v, ann):
                          f"{arith.describe(v)}")
         return v
     if isinstance(ann, T.ScalarType):
-        t, weak = arith.type_of(cx, v)
-        if weak and is_const(v):
-            ok = not (isinstance(v, float) and not ann.is_float)
-        else:
-            ok = bool(np.can_cast(t.dtype, ann.dtype, "same_kind")) or (weak and not t.is_float)
-        if not ok:
-            raise cx.err(f"{what} of {df.name} is {t.name} but is declared {ann.name}; convert "
-                         f"it explicitly, e.g. {ann.name}(x)")
-        return arith.convert_literal(cx, v, ann)
+        return arith.convert_declared(cx, v, ann, f"{what} of {df.name}")
     raise cx.err(f"the annotation of '{name}' in {df.name} is not a pyptx type ({ann!r}); "
                  f"use f32, i32, f32[:] ...")
 

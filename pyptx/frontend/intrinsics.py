@@ -250,7 +250,7 @@ def _dp4a(cx, a, b, c):
     ops = []
     for v, name in ((a, "a"), (b, "b"), (c, "c")):
         t = scalar_arg(cx, v, f"dp4a()'s {name}")
-        if is_const(v):
+        if is_const(v) and isinstance(v, int):
             t = T.i32 if -2**31 <= v < 2**31 else T.u32
         if t not in (T.i32, T.u32):
             raise cx.err(f"dp4a() needs i32 or u32 operands, got {t.name} for {name}; convert "

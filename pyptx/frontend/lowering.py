@@ -77,7 +77,7 @@ _UNSUPPORTED_EXPRS = {
 class Scope:
     """The names of one function body being lowered (the kernel, or one inlined call)."""
     __slots__ = ("src", "globals", "closure", "prefix", "objvars", "dyn_locals", "loops",
-                 "ret", "func")
+                 "ret", "func", "declared")
 
     def __init__(self, src, py_func, prefix: str, func=None):
         self.src = src
@@ -95,6 +95,7 @@ class Scope:
         self.loops: list = []            # (continue block, break block)
         self.ret = None                  # ReturnSite for device functions, else the exit block
         self.func = func
+        self.declared: dict = {}         # local name -> ScalarType from `x: f32 = ...`
 
 
 class Lowerer:
@@ -201,6 +202,9 @@ class Lowerer:
             return
         if is_const(value) or isinstance(getattr(value, "type", None), T.ScalarType) and \
                 not isinstance(value, type):
+            decl = sc.declared.get(name)
+            if decl is not None and value is not UNDEF:
+                value = arith.convert_declared(self, value, decl, f"the value assigned to '{name}'")
             if prev is not None:
                 raise self.err(self._rebind_message(name, prev))
             if value is UNDEF:
@@ -333,12 +337,16 @@ class Lowerer:
     def s_annassign(self, st):
         if st.value is None:
             raise self.err("declare a variable with a value: x: f32 = 0.0", st)
-        ann = self.expr(st.annotation)
-        value = self.expr(st.value)
-        if isinstance(ann, T.ScalarType):
-            value = arith.convert(self, value, ann)
         if not isinstance(st.target, ast.Name):
             raise self.err("annotated assignment needs a plain name on the left", st)
+        ann = None if isinstance(st.annotation, ast.Subscript) else self.expr(st.annotation)
+        if not isinstance(ann, T.ScalarType):
+            raise self.err("a local variable is declared with a scalar type (x: f32 = 0.0); "
+                           "arrays are parameters or pyptx.shared/local.array(...)",
+                           st.annotation)
+        value = self.expr(st.value)
+        self.set_loc(st)
+        self.scope.declared[st.target.id] = ann
         self.assign_target(st.target, value)
 
     def assign_target(self, target, value) -> None:
@@ -382,7 +390,7 @@ class Lowerer:
         return self.expr(node)
 
     def s_augassign(self, st):
-        op = _BINOPS[type(st.op)]
+        op = self.binop_name(st.op, st)
         if isinstance(st.target, ast.Name):
             cur = self.load_name(st.target.id)
             value = self.expr(st.value)
@@ -558,7 +566,14 @@ class Lowerer:
         a = self.expr(node.left)
         b = self.expr(node.right)
         self.set_loc(node)
-        return arith.binop(self, _BINOPS[type(node.op)], a, b)
+        return arith.binop(self, self.binop_name(node.op, node), a, b)
+
+    def binop_name(self, op, node) -> str:
+        name = _BINOPS.get(type(op))
+        if name is None:             # today only `@`
+            raise self.err("the matrix-multiply operator '@' is not supported in kernels; "
+                           "write the loop (or use stdlib_kernels.gemm from the host)", node)
+        return name
 
     def e_unaryop(self, node):
         if isinstance(node.op, ast.Not) and not isinstance(node.operand, (ast.Constant, ast.Name)):
