@@ -11,6 +11,7 @@ Reference semantics where numpy has no single spelling (they are pyptx's documen
     count as integers here) — when the operands promote to an integer type (i8 with u64 promotes
     to f64, so that divides in f64);
   * `- / // % << >>` on two booleans are CompileErrors (numpy would promote to int8);
+  * a boolean with an int literal gives the literal's default type, i32 (numpy: int64);
   * min/max on floats return the non-NaN operand (np.fmin / np.fmax), and -0.0 < +0.0;
   * float -> int casts truncate, saturate, NaN -> 0 (PTX cvt.rzi), see `ref_cast`.
 """
@@ -107,7 +108,8 @@ def evaluate(node: Node, env: dict):
         if _py(a) and _py(b):   # literal op literal: Python computes it at compile time
             return _PY_OPS[op](a, b, node.value)
         if op in ("<<", ">>"):     # the source masks the count: `a << (b & m)`
-            b = b & node.value if _py(b) else np.bitwise_and(b, node.value)
+            b = b & node.value if _py(b) else np.bitwise_and(*_bool_with_int(b, node.value))
+        a, b = _bool_with_int(a, b)
         if _is_bool(a) and _is_bool(b) and op in ("-", "/", "//", "%", "<<", ">>"):
             raise TypeError(f"pyptx refuses {op} on two booleans")    # docs/decisions.md
         if op == "/" and _is_int(a) and _is_int(b) and np.result_type(a, b).kind in "iub":
@@ -147,6 +149,16 @@ def _float_min_max(op, a, b):
         sign = (sa | sb) if op == "min" else (sa & sb)
         r = np.where(both_zero, np.where(sign, -0.0, 0.0).astype(np.asarray(r).dtype), r)
     return r
+
+
+def _bool_with_int(a, b):
+    """A boolean with a Python int: pyptx gives the literal its default type (i32, or i64 when
+    it does not fit) where numpy would use its default int (int64); docs/decisions.md."""
+    if _is_bool(a) and isinstance(b, int) and not isinstance(b, bool):
+        return a, _strong(b)
+    if _is_bool(b) and isinstance(a, int) and not isinstance(a, bool):
+        return _strong(a), b
+    return a, b
 
 
 def _py(v) -> bool:
