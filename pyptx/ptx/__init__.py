@@ -8,6 +8,7 @@ same IR always gives byte-identical text.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..ir.core import Function
 from ..types import PtrType
@@ -18,9 +19,9 @@ from .tables import format_version, suffixes
 __all__ = ["KernelParam", "PtxModule", "emit", "LOWERINGS"]
 
 
-@dataclass(frozen=True)
-class KernelParam:
-    """One `.param` of the entry as PTX sees it: name and PTX type ('u64', 's32', 'f32', ...)."""
+class KernelParam(NamedTuple):
+    """One `.param` of the entry as PTX sees it: name and PTX type ('u64', 's32', 'f32', ...).
+    A named tuple, so `for name, ptx_type in compiled.params` works too."""
     name: str
     ptx_type: str
 
