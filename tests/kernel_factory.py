@@ -1,14 +1,17 @@
 """Make real kernels from source text in tests (written to a file, so `inspect.getsource` works)."""
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
 
 _DIR = tempfile.mkdtemp(prefix="pyptx_test_kernels_")
+atexit.register(shutil.rmtree, _DIR, True)
 _cache: dict[str, object] = {}
 
 
