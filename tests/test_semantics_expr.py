@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import pyptx
@@ -127,10 +127,14 @@ def evaluate(node: Node, env: dict):
               ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal}[op]
         return fn(a, b)
     if k == "sel":
-        c, a, b = (evaluate(x, env) for x in node.kids)
-        if _py(c):
-            return a if c else b
-        return np.where(c, a, b)
+        c = evaluate(node.kids[0], env)
+        if _py(c):           # a compile-time condition: only the chosen side is compiled
+            return evaluate(node.kids[1] if c else node.kids[2], env)
+        a, b = evaluate(node.kids[1], env), evaluate(node.kids[2], env)
+        # two literals under a run-time condition stay a weak (literal-like) value in pyptx;
+        # numpy has no weak arrays, so such trees are not generated (docs/decisions.md)
+        assume(not (_py(a) and _py(b)))
+        return np.where(c, *_bool_with_int(a, b))
     if k == "cast":
         return ref_cast(_as_arr(evaluate(node.kids[0], env)), node.op)
     if k == "call":
