@@ -130,7 +130,6 @@ def _signature(df: DeviceFunction):
 
 
 def inline(cx, df: DeviceFunction, args, kwargs):
-    from .lowering import Scope
     if any(f is df.py_func for f in cx.inline_stack):
         chain = " -> ".join(f.__name__ for f in cx.inline_stack) + f" -> {df.name}"
         raise cx.err(f"recursion is not supported in kernels ({chain}); rewrite it as a loop")
@@ -147,32 +146,46 @@ def inline(cx, df: DeviceFunction, args, kwargs):
     if got is not templates.MISS:
         return got
     src = get_source(df.py_func)
-    cx._n += 1
-    scope = Scope(src, df.py_func, f"c{cx._n}:", df)
-    b = cx.b
-    site = ReturnSite(b.new_block("ret"), cx.fresh("ret"))
-    scope.ret = site
+    scope, site = callee_scope(cx, df, src)
     caller, was_frozen, saved_node = cx.scope, cx.loc_frozen, cx.node
     cx.scope, cx.loc_frozen = scope, True
     cx.inline_stack.append(df.py_func)
     try:
-        for n, v in converted.items():
-            cx.assign_name(n, v)
-        cx.body(src.fn_node.body)
-        if b.block is not None:
-            _record(cx, site, None)
-            b.br(site.block)
-        b.seal(site.block)
-        if not b.preds[site.block]:
-            raise cx.err(f"{df.name} never returns", src.fn_node)
-        b.block = site.block
-        result = _result(cx, site)
-        ret_ann = anns.get("return")
-        if isinstance(ret_ann, T.ScalarType):
-            result = _check_arg(cx, df, "return", result, ret_ann)
+        result = lower_body(cx, df, src, site, converted)
     finally:
         cx.inline_stack.pop()
         cx.scope, cx.loc_frozen, cx.node = caller, was_frozen, saved_node
+    return result
+
+
+def callee_scope(cx, df: DeviceFunction, src):
+    """A fresh name scope for one inlined call of `df`, and the block its returns go to."""
+    from .lowering import Scope
+    cx._n += 1
+    scope = Scope(src, df.py_func, f"c{cx._n}:", df)
+    scope.ret = site = ReturnSite(cx.b.new_block("ret"), cx.fresh("ret"))
+    return scope, site
+
+
+def lower_body(cx, df: DeviceFunction, src, site, values: dict):
+    """Lower `df`'s body into `cx` (its scope already current) with parameters bound to
+    `values`; every return branches to `site`.  Returns the call's result value(s).  Shared by
+    in-place inlining and the instantiation cache (templates.py), so both build the same IR."""
+    b = cx.b
+    for n, v in values.items():
+        cx.assign_name(n, v)
+    cx.body(src.fn_node.body)
+    if b.block is not None:
+        _record(cx, site, None)
+        b.br(site.block)
+    b.seal(site.block)
+    if not b.preds[site.block]:
+        raise cx.err(f"{df.name} never returns", src.fn_node)
+    b.block = site.block
+    result = _result(cx, site)
+    ret_ann = _signature(df)[1].get("return")
+    if isinstance(ret_ann, T.ScalarType):
+        result = _check_arg(cx, df, "return", result, ret_ann)
     return result
 
 

@@ -152,7 +152,7 @@ def _build(cx, df, converted: dict):
 
 def _walk(cx, df, converted, declared):
     """One lowering of the callee, mirroring `calls.inline` step by step."""
-    from .calls import ReturnSite, _check_arg, _record, _result, _signature
+    from .calls import callee_scope, lower_body
     from .lowering import Lowerer, Scope
     from .source import get_source
     fn = Function(df.name)
@@ -167,10 +167,7 @@ def _walk(cx, df, converted, declared):
     b.block = entry
     src = get_source(df.py_func)
     tcx.scope = Scope(src, df.py_func, "k:")      # only for error locations before the switch
-    tcx._n += 1
-    scope = Scope(src, df.py_func, f"c{tcx._n}:", df)
-    site = ReturnSite(b.new_block("ret"), tcx.fresh("ret"))
-    scope.ret = site
+    scope, site = callee_scope(tcx, df, src)
     placeholders: dict = {}
     values = {}
     for n, v in converted.items():
@@ -186,20 +183,7 @@ def _walk(cx, df, converted, declared):
     tcx.placeholders = [values[n] for n in converted]
     tcx.scope, tcx.loc_frozen = scope, True
     tcx.inline_stack.append(df.py_func)
-    for n, v in values.items():
-        tcx.assign_name(n, v)
-    tcx.body(src.fn_node.body)
-    if b.block is not None:
-        _record(tcx, site, None)
-        b.br(site.block)
-    b.seal(site.block)
-    if not b.preds[site.block]:
-        raise tcx.err(f"{df.name} never returns", src.fn_node)
-    b.block = site.block
-    result = _result(tcx, site)
-    ret_ann = _signature(df)[1].get("return")
-    if isinstance(ret_ann, T.ScalarType):
-        result = _check_arg(tcx, df, "return", result, ret_ann)
+    result = lower_body(tcx, df, src, site, values)
     return tcx, site.block, result, entry
 
 
