@@ -177,6 +177,8 @@ def test_too_new_ptx_version_is_reported(monkeypatch):
         with pytest.raises(DeviceError) as ei:
             scale[1, 4](np.ones(4, np.float32), np.ones(4, np.float32), 1.0, 4)
         assert ei.value.error_name == "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"
+        # caught before the JIT is asked, with what to do about it
+        assert fd.count("cuModuleLoadDataEx") == 0 and "update the NVIDIA driver" in str(ei.value)
         from pyptx.runtime import profile
         assert profile.max_ptx_version() == "8.4"
     finally:

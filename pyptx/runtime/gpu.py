@@ -11,7 +11,7 @@ import threading
 import numpy as np
 
 from . import driver
-from ..errors import LaunchError
+from ..errors import DeviceError, LaunchError
 from .device_array import DeviceArray
 from .dlpack import ImportedTensor
 
@@ -59,9 +59,29 @@ class _GpuPlan:
 
     def loaded(self, ctx):
         if self.ctx is not ctx:
+            check_ptx_version(self.ptx)
             self.function = ctx.function(self.ptx, self.entry)
             self.ctx = ctx
         return self.function
+
+
+_VERSION_RE = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)", re.M)
+
+
+def check_ptx_version(ptx: str) -> None:
+    """A clear DeviceError when the PTX's `.version` is newer than the driver can JIT (the
+    driver itself would only say CUDA_ERROR_UNSUPPORTED_PTX_VERSION)."""
+    from .profile import max_ptx_version
+    m = _VERSION_RE.search(ptx)
+    cap = max_ptx_version()
+    if m is None or cap is None:
+        return
+    need = (int(m.group(1)), int(m.group(2)))
+    if need > tuple(int(x) for x in cap.split(".")):
+        raise DeviceError(f"this kernel's PTX needs ISA {need[0]}.{need[1]}, but the installed "
+                          f"CUDA driver JIT-compiles at most PTX ISA {cap}; update the NVIDIA "
+                          f"driver (or compile for an older arch)",
+                          error_name="CUDA_ERROR_UNSUPPORTED_PTX_VERSION")
 
 
 def _is_array_param(ck, pname: str) -> bool:
