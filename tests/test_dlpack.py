@@ -17,16 +17,7 @@ from pyptx.runtime import dlpack, driver
 from fake_driver import FakeCompiler, FakeDriver, hand_compiled
 
 
-def _have(module, name):
-    try:
-        return hasattr(__import__(module, fromlist=[name]), name)
-    except Exception:  # noqa: BLE001
-        return False
 
-
-needs_cpu_launch = pytest.mark.skipif(
-    not (_have("pyptx.frontend", "lower_kernel") and _have("pyptx.runtime.cpu", "launch")),
-    reason="frontend / CPU executor not assembled yet")
 rng = np.random.default_rng(2024)
 
 
@@ -170,7 +161,6 @@ def add_one_untyped(out):
     out[i] = out[i] + 1
 
 
-@needs_cpu_launch
 @pytest.mark.parametrize("wrapper", [DLPackOnly, LegacyDLPackOnly])
 def test_dlpack_only_argument_is_written_in_place(cpu, wrapper):
     n = 100
@@ -186,7 +176,6 @@ def test_dlpack_only_argument_is_written_in_place(cpu, wrapper):
     assert dlpack.live_exports() == n0
 
 
-@needs_cpu_launch
 def test_dlpack_f16_2d_and_device_array_as_producer(cpu):
     host = np.arange(12, dtype=np.float16).reshape(3, 4)
     d = pyptx.to_device(host)
@@ -194,7 +183,6 @@ def test_dlpack_f16_2d_and_device_array_as_producer(cpu):
     np.testing.assert_array_equal(d.copy_to_host(), host + np.float16(1))
 
 
-@needs_cpu_launch
 def test_dlpack_argument_for_an_unannotated_parameter(cpu):
     a = np.arange(8, dtype=np.int64)
     add_one_untyped[1, 8](DLPackOnly(a))
@@ -354,7 +342,6 @@ def test_gpu_dlpack_mismatches(fake, monkeypatch):
 
 # ---- optional: a real framework ---------------------------------------------------------------
 
-@needs_cpu_launch
 def test_torch_cpu_tensor_in_place(cpu):
     torch = pytest.importorskip("torch")
     t = torch.arange(10, dtype=torch.int64)

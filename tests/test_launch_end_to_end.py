@@ -14,17 +14,7 @@ from pyptx.runtime import driver
 from fake_driver import FakeDriver
 
 
-def _have(module, name):
-    try:
-        return hasattr(__import__(module, fromlist=[name]), name)
-    except Exception:  # noqa: BLE001
-        return False
 
-
-needs_compiler = pytest.mark.skipif(not _have("pyptx.frontend", "lower_kernel"),
-                                    reason="frontend not assembled yet")
-needs_cpu = pytest.mark.skipif(not _have("pyptx.runtime.cpu", "launch"),
-                               reason="CPU executor not assembled yet")
 rng = np.random.default_rng(7)
 
 
@@ -48,8 +38,6 @@ def fill_blocks(out: i32[:], BLOCK: pyptx.constexpr):
     out[i] = BLOCK
 
 
-@needs_compiler
-@needs_cpu
 def test_axpy_on_cpu(monkeypatch):
     monkeypatch.setenv("PYPTX_DEVICE", "cpu")
     n = 1000
@@ -60,8 +48,6 @@ def test_axpy_on_cpu(monkeypatch):
     np.testing.assert_allclose(out, a * x + y, rtol=1e-6, atol=1e-6)
 
 
-@needs_compiler
-@needs_cpu
 def test_inferred_types_and_constexpr_on_cpu(monkeypatch):
     monkeypatch.setenv("PYPTX_DEVICE", "cpu")
     x = rng.standard_normal(100).astype(np.float32)
@@ -76,7 +62,6 @@ def test_inferred_types_and_constexpr_on_cpu(monkeypatch):
     assert np.all(d.copy_to_host() == 16)
 
 
-@needs_compiler
 def test_real_compiled_params_packed_for_the_fake_gpu(monkeypatch):
     fd = FakeDriver()
     monkeypatch.setenv("PYPTX_DEVICE", "gpu")
