@@ -66,37 +66,13 @@ WARP_SIZE = 32
 shared = MemorySpace("shared", "array", "dynamic")
 local = MemorySpace("local", "array")
 
+#: Every DSL function, one name each: the frontend's registry (pyptx/frontend/intrinsics.py)
+#: holds the lowering of each.  Adding an intrinsic = a name here + its lowering there.
 _FUNCTIONS = ("grid lane_id syncthreads syncwarp threadfence shfl_xor shfl_down shfl_up "
               "shfl_idx vote_any vote_all ballot atomic_add atomic_min atomic_max atomic_exch "
               "atomic_and atomic_or atomic_xor atomic_cas popc clz brev dp4a bitcast "
               "static_range").split()
-
-grid = Intrinsic("grid")
-lane_id = Intrinsic("lane_id")
-syncthreads = Intrinsic("syncthreads")
-syncwarp = Intrinsic("syncwarp")
-threadfence = Intrinsic("threadfence")
-shfl_xor = Intrinsic("shfl_xor")
-shfl_down = Intrinsic("shfl_down")
-shfl_up = Intrinsic("shfl_up")
-shfl_idx = Intrinsic("shfl_idx")
-vote_any = Intrinsic("vote_any")
-vote_all = Intrinsic("vote_all")
-ballot = Intrinsic("ballot")
-atomic_add = Intrinsic("atomic_add")
-atomic_min = Intrinsic("atomic_min")
-atomic_max = Intrinsic("atomic_max")
-atomic_exch = Intrinsic("atomic_exch")
-atomic_and = Intrinsic("atomic_and")
-atomic_or = Intrinsic("atomic_or")
-atomic_xor = Intrinsic("atomic_xor")
-atomic_cas = Intrinsic("atomic_cas")
-popc = Intrinsic("popc")
-clz = Intrinsic("clz")
-brev = Intrinsic("brev")
-dp4a = Intrinsic("dp4a")
-bitcast = Intrinsic("bitcast")
-static_range = Intrinsic("static_range")
+globals().update({name: Intrinsic(name) for name in _FUNCTIONS})
 
 __all__ = ["thread_idx", "block_idx", "block_dim", "grid_dim", "WARP_SIZE", "shared", "local",
            *_FUNCTIONS]
