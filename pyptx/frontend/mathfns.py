@@ -86,18 +86,10 @@ def _approx(cx, detail, x):
 
 
 def _library(cx, name, x, ct):
-    try:
-        from .. import mathlib
-        df = getattr(mathlib, f"{name}_{ct.name}")
-    except (ImportError, AttributeError):
-        df = None
-    if df is None:                      # fallback: approximate in f32
-        fallback = {"exp": "fast_exp", "exp2": "fast_exp2", "log": "fast_log",
-                    "log2": "fast_log2", "sin": "fast_sin", "cos": "fast_cos",
-                    "tanh": "fast_tanh"}[name]
-        return _approx(cx, MATH_TABLE[fallback][1], arith.convert(cx, x, T.f32))
+    """Inline the accurate DSL implementation `pyptx.mathlib.<name>_<f32|f64>`."""
+    from .. import mathlib
     from .calls import inline
-    return inline(cx, df, [x], {})
+    return inline(cx, getattr(mathlib, f"{name}_{ct.name}"), [x], {})
 
 
 def _fma(cx, args, kwargs):
