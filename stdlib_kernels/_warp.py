@@ -23,6 +23,22 @@ def warp_sum(v: f32):
 
 
 @pyptx.func
+def block_sum(v: f32, red, NWARPS):
+    """Sum of `v` over a block of NWARPS warps, returned to every thread.  `red` is a shared
+    f32 array of at least NWARPS elements, used once (a second reduction needs another one, or a
+    barrier before reuse)."""
+    v = warp_sum(v)
+    tid = pyptx.thread_idx.x
+    if tid % 32 == 0:
+        red[tid // 32] = v
+    pyptx.syncthreads()
+    total = 0.0
+    for w in range(NWARPS):
+        total += red[w]
+    return total
+
+
+@pyptx.func
 def warp_max(v: f32):
     """Max of `v` over the 32 lanes, returned to every lane."""
     for i in pyptx.static_range(5):

@@ -13,7 +13,7 @@ import pyptx
 from pyptx import block_idx, f32, thread_idx
 
 from . import _validate as V
-from ._warp import warp_sum
+from ._warp import block_sum
 
 
 @pyptx.kernel
@@ -28,13 +28,7 @@ def rmsnorm_kernel(out: f32[:, :], x: f32[:, :], weight: f32[:], eps: f32,
     for j in range(tid, n, BLOCK):
         v = x[row, j]
         ss += v * v
-    ss = warp_sum(ss)
-    if tid % 32 == 0:
-        red[tid // 32] = ss
-    pyptx.syncthreads()
-    total = 0.0
-    for w in range(BLOCK // 32):
-        total += red[w]
+    total = block_sum(ss, red, BLOCK // 32)
     inv = 1.0 / pyptx.math.sqrt(total / f32(n) + eps)
     for j in range(tid, n, BLOCK):
         out[row, j] = x[row, j] * inv * weight[j]
@@ -52,25 +46,12 @@ def layernorm_kernel(out: f32[:, :], x: f32[:, :], gamma: f32[:], beta: f32[:], 
     s = 0.0
     for j in range(tid, n, BLOCK):
         s += x[row, j]
-    s = warp_sum(s)
-    if tid % 32 == 0:
-        red_sum[tid // 32] = s
-    pyptx.syncthreads()
-    total = 0.0
-    for w in range(BLOCK // 32):
-        total += red_sum[w]
-    mean = total / f32(n)
+    mean = block_sum(s, red_sum, BLOCK // 32) / f32(n)
     q = 0.0
     for j in range(tid, n, BLOCK):
         d = x[row, j] - mean
         q += d * d
-    q = warp_sum(q)
-    if tid % 32 == 0:
-        red_var[tid // 32] = q
-    pyptx.syncthreads()
-    var = 0.0
-    for w in range(BLOCK // 32):
-        var += red_var[w]
+    var = block_sum(q, red_var, BLOCK // 32)
     inv = 1.0 / pyptx.math.sqrt(var / f32(n) + eps)
     for j in range(tid, n, BLOCK):
         out[row, j] = (x[row, j] - mean) * inv * gamma[j] + beta[j]
