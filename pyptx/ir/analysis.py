@@ -135,29 +135,38 @@ def use_counts(fn: Function) -> dict[int, int]:
     return counts
 
 
-def replace_uses(fn: Function, mapping: dict[int, object]) -> None:
-    """Rewrite every operand and branch argument through `mapping` (id(old) -> new), following
-    chains (a -> b -> c) so that one sweep suffices."""
-    if not mapping:
-        return
-
+def resolver(mapping: dict[int, object]):
+    """v -> its final replacement through `mapping` (id(old) -> new), following chains."""
     def resolve(v):
         seen = 0
         while not isinstance(v, Const) and id(v) in mapping and seen < 1000:
             v = mapping[id(v)]
             seen += 1
         return v
+    return resolve
 
+
+def rewrite_operands(ins, mapping: dict[int, object], resolve) -> None:
+    """Replace the operands and branch arguments of one instruction found in `mapping`."""
+    ops = ins.operands
+    for i, v in enumerate(ops):
+        if not isinstance(v, Const) and id(v) in mapping:
+            ops[i] = resolve(v)
+    for _, args in ins.succs:
+        for i, v in enumerate(args):
+            if not isinstance(v, Const) and id(v) in mapping:
+                args[i] = resolve(v)
+
+
+def replace_uses(fn: Function, mapping: dict[int, object]) -> None:
+    """Rewrite every operand and branch argument through `mapping` (id(old) -> new), following
+    chains (a -> b -> c) so that one sweep suffices."""
+    if not mapping:
+        return
+    resolve = resolver(mapping)
     for b in fn.blocks:
         for ins in b.instrs:
-            ops = ins.operands
-            for i, v in enumerate(ops):
-                if not isinstance(v, Const) and id(v) in mapping:
-                    ops[i] = resolve(v)
-            for _, args in ins.succs:
-                for i, v in enumerate(args):
-                    if not isinstance(v, Const) and id(v) in mapping:
-                        args[i] = resolve(v)
+            rewrite_operands(ins, mapping, resolve)
 
 
 def natural_loops(fn: Function, dom: DomTree) -> list[tuple[Block, set]]:

@@ -10,7 +10,7 @@ applied to operands on the fly; one final sweep rewrites uses the first one coul
 """
 from __future__ import annotations
 
-from ..ir.analysis import replace_uses, reverse_postorder
+from ..ir.analysis import replace_uses, resolver, reverse_postorder, rewrite_operands
 from ..ir.core import Const, Function, Instr
 from ..ir.ops import OPS
 from .evaluate import evaluate
@@ -149,23 +149,12 @@ def run(fn: Function) -> bool:
     reached = set(order)
     order += [b for b in fn.blocks if b not in reached]
 
-    def resolve(v):
-        while not isinstance(v, Const) and id(v) in repl:
-            v = repl[id(v)]
-        return v
-
+    resolve = resolver(repl)
     for b in order:
         kept = []
         for ins in b.instrs:
             if repl:
-                ops = ins.operands
-                for i, v in enumerate(ops):
-                    if not isinstance(v, Const) and id(v) in repl:
-                        ops[i] = resolve(v)
-                for _, args in ins.succs:
-                    for i, v in enumerate(args):
-                        if not isinstance(v, Const) and id(v) in repl:
-                            args[i] = resolve(v)
+                rewrite_operands(ins, repl, resolve)
             if ins.op == "cbr" and _fold_branch(ins):
                 changed = True
             new = fold_instr(ins)

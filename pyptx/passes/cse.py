@@ -10,7 +10,7 @@ commutative (two zeros of opposite sign may depend on the order).
 """
 from __future__ import annotations
 
-from ..ir.analysis import DomTree, replace_uses
+from ..ir.analysis import DomTree, replace_uses, resolver, rewrite_operands
 from ..ir.core import Const, Function
 from ..ir.ops import OPS
 
@@ -49,6 +49,7 @@ def run(fn: Function, dom: DomTree | None = None) -> bool:
     children = dom.children
     pure = _PURE_VALUE_OPS
     # iterative preorder walk; on leaving a block, undo the entries it added
+    resolve = resolver(repl)
     stack = [(dom.rpo[0], False)]
     undo_marks: list[list] = []
     while stack:
@@ -61,14 +62,7 @@ def run(fn: Function, dom: DomTree | None = None) -> bool:
         kept = []
         for ins in b.instrs:
             if repl:
-                ops = ins.operands
-                for i, v in enumerate(ops):
-                    if v.__class__ is not Const and id(v) in repl:
-                        ops[i] = repl[id(v)]
-                for _, args in ins.succs:
-                    for i, v in enumerate(args):
-                        if v.__class__ is not Const and id(v) in repl:
-                            args[i] = repl[id(v)]
+                rewrite_operands(ins, repl, resolve)
             if ins.op in pure and ins.type is not None:
                 try:
                     k = _key(ins)
