@@ -72,6 +72,7 @@ _FUNCTIONS = ("grid lane_id syncthreads syncwarp threadfence shfl_xor shfl_down 
               "shfl_idx vote_any vote_all ballot atomic_add atomic_min atomic_max atomic_exch "
               "atomic_and atomic_or atomic_xor atomic_cas popc clz brev dp4a bitcast "
               "static_range").split()
+_FUNCTIONS += ["vload", "vstore"]          # vector memory (pyptx/frontend/vector.py)
 globals().update({name: Intrinsic(name) for name in _FUNCTIONS})
 
 __all__ = ["thread_idx", "block_idx", "block_dim", "grid_dim", "WARP_SIZE", "shared", "local",

@@ -140,6 +140,29 @@ class PtrType:
         return f"ptr.{self.space}<{self.elem.name}>"
 
 
+@dataclass(frozen=True)
+class VecType:
+    """An IR value holding `n` lanes of `elem` read by one vector load (`vload`); only `lane`
+    takes it apart, so no other op ever sees one.  Spelled `f32x4` in the IR text."""
+    elem: ScalarType
+    n: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.elem.name}x{self.n}"
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def vec_type(name: str) -> VecType | None:
+    """'f32x4' -> VecType(f32, 4); None when `name` is not a vector type's spelling."""
+    elem, sep, n = name.rpartition("x")
+    if not sep or not n.isdigit() or elem not in SCALARS:
+        return None
+    return VecType(SCALARS[elem], int(n))
+
+
 class _Constexpr:
     """Annotation marker: `n: pyptx.constexpr` is a compile-time parameter."""
 

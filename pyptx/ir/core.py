@@ -13,7 +13,8 @@ Shapes of the data (see OPS in `ops.py` for what each opcode means):
               succs [(Block, [Value])] for terminators ('br', 'cbr'), else []
     Value     Param | BlockArg | Instr | Const; every value has `.type`
 
-Types are `pyptx.types.ScalarType` or `pyptx.types.PtrType`.  Arrays do not exist in the IR:
+Types are `pyptx.types.ScalarType` or `pyptx.types.PtrType` (and `VecType`, the n lanes a
+`vload` reads, which only `lane` takes apart).  Arrays do not exist in the IR:
 the frontend turns an array parameter `x: f32[:, :]` into a pointer param `x` plus i32 params
 `x.shape0`, `x.shape1`.
 """

@@ -105,6 +105,15 @@ OPS: dict[str, OpInfo] = _t([
     OpInfo("atomic", "p, v[, w]", None, False, True,
            "atomic read-modify-write at p, returns the old value (T = elem of p).  attrs kind in "
            "{'add','min','max','exch','and','or','xor','cas'}; cas: operands p, expected, new"),
+    OpInfo("vload", "p", 1, False, True,
+           "T = VecType(elem of p, n), n in {1, 2, 4, 8}, n * sizeof(elem) <= 16: the n "
+           "consecutive elements at p + attrs.get('offset', 0) bytes, read by one access; the "
+           "address must be a multiple of n * sizeof(elem) (a misaligned one traps)"),
+    OpInfo("vstore", "p, v0, ..., v(n-1)", None, False, False,
+           "write the n values (type elem of p) as one access at p + attrs.get('offset', 0); "
+           "n and alignment as vload"),
+    OpInfo("lane", "v", 1, True, True,
+           "v is a VecType value; T = its elem: lane attrs index (0-based) of v"),
     # ---- synchronisation and warp operations -----------------------------------------------------
     OpInfo("barrier", "", 0, False, False, "bar.sync 0 (syncthreads)"),
     OpInfo("syncwarp", "mask", 1, False, False, "bar.warp.sync mask (u32)"),
@@ -135,3 +144,4 @@ SHFL_MODES = ("bfly", "down", "up", "idx")
 APPROX_FNS = ("ex2", "lg2", "sin", "cos", "tanh", "rsqrt", "rcp", "sqrt")
 SREGS = tuple(f"{r}.{d}" for r in ("tid", "ntid", "ctaid", "nctaid") for d in "xyz") + (
     "laneid", "warpid")
+VECTOR_LANES = (1, 2, 4, 8)

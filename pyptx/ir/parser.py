@@ -35,7 +35,7 @@ def parse_type(text: str):
     if text.startswith("ptr."):
         space, elem = text[4:-1].split("<")
         return T.PtrType(space, T.scalar(elem))
-    return T.scalar(text)
+    return T.vec_type(text) or T.scalar(text)
 
 
 def literal_value(tok, t):

@@ -26,7 +26,7 @@ import re
 
 import numpy as np
 
-from ..types import PtrType, ScalarType
+from ..types import PtrType, ScalarType, VecType
 from .core import BlockArg, Const, Function, Instr, Param
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$]*$")
@@ -38,6 +38,8 @@ def format_type(t) -> str:
         return t.name
     if isinstance(t, PtrType):
         return f"ptr.{t.space}<{t.elem.name}>"
+    if isinstance(t, VecType):
+        return t.name
     return f"?{t!r}"
 
 

@@ -7,9 +7,9 @@ wrong PTX.
 """
 from __future__ import annotations
 
-from ..types import PtrType, ScalarType, bool_, u32
+from ..types import PtrType, ScalarType, VecType, bool_, u32
 from .core import TERMINATORS, Block, BlockArg, Const, Function, Instr, Param
-from .ops import APPROX_FNS, ATOMIC_KINDS, CMP_PREDICATES, OPS, SHFL_MODES, SREGS
+from .ops import APPROX_FNS, ATOMIC_KINDS, CMP_PREDICATES, OPS, SHFL_MODES, SREGS, VECTOR_LANES
 
 
 class IRError(Exception):
@@ -116,6 +116,8 @@ class _Checker:
             need(isinstance(a[0], PtrType) and a[1] == a[0].elem,
                  "store: value type must be the pointer's elem")
             need(isinstance(at.get("offset", 0), int), "store offset must be an int")
+        elif op in ("vload", "vstore", "lane"):
+            self.check_vector(ins)
         elif op == "atomic":
             kind = at.get("kind")
             need(kind in ATOMIC_KINDS, f"atomic kind must be one of {ATOMIC_KINDS}")
@@ -144,6 +146,26 @@ class _Checker:
             need(all(isinstance(t, ScalarType) for t in a), "print takes scalars")
         elif op == "cbr":
             need(a[0] == bool_, "cbr condition must be bool_")
+
+    def check_vector(self, ins: Instr):
+        """vload / vstore / lane: one access of n lanes, at most 16 bytes, never bool."""
+        op, T, a, need = ins.op, ins.type, [v.type for v in ins.operands], self.need
+        if op == "lane":
+            need(isinstance(a[0], VecType) and T == a[0].elem
+                 and isinstance(ins.attrs.get("index"), int)
+                 and 0 <= ins.attrs["index"] < a[0].n, "lane: index within a vector's lanes, "
+                 "result of its elem type")
+            return
+        need(isinstance(a[0], PtrType) and not a[0].elem.is_bool, f"{op}: a non-bool pointer")
+        elem = a[0].elem
+        n = T.n if op == "vload" else len(a) - 1
+        if op == "vload":
+            need(isinstance(T, VecType) and T.elem == elem, "vload: result = VecType of elem")
+        else:
+            need(all(t == elem for t in a[1:]), "vstore: values of the pointer's elem type")
+        need(n in VECTOR_LANES and n * elem.mem_bytes <= 16,
+             f"{op}: 1, 2, 4 or 8 lanes of at most 16 bytes in all")
+        need(isinstance(ins.attrs.get("offset", 0), int), f"{op} offset must be an int")
 
     def check_addr(self, ins: Instr):
         T, at, fn = ins.type, ins.attrs, self.fn

@@ -72,7 +72,7 @@ def run(fn: Function) -> bool:
     for b in fn.blocks:
         out = []
         for ins in b.instrs:
-            if ins.op in ("load", "store"):
+            if ins.op in ("load", "store", "vload", "vstore"):
                 off = ins.attrs.get("offset", 0)
                 p = ins.operands[0]
                 pre: list = []

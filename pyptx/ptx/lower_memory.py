@@ -17,6 +17,11 @@ def _address(em, p, ins) -> str:
     return f"[{base}+{off}]" if off else f"[{base}]"
 
 
+def space_of(em, p) -> str:
+    """The state space a load through `p` reads."""
+    return p.type.space
+
+
 @lowers("addr")
 def lower_addr(em, ins) -> None:
     em.i(f"mov.u64 {em.dst(ins)}, {em.symbol(ins.attrs['symbol'])}")
@@ -46,7 +51,7 @@ def lower_gep(em, ins) -> None:
 @lowers("load")
 def lower_load(em, ins) -> None:
     p = ins.operands[0]
-    space = p.type.space
+    space = space_of(em, p)
     t = ins.type
     addr = _address(em, p, ins)
     if t.is_bool:
