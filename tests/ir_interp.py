@@ -243,6 +243,10 @@ def compute(op, t, at, a, ts):
     if op == "shr":
         n = y & 0xFFFFFFFF
         return (-1 if x < 0 else 0) if n >= bits else x >> n
+    if op in ("floordiv", "floormod"):
+        if y == 0:
+            return 0
+        return wrap(x // y, t) if op == "floordiv" else wrap(x % y, t)
     if op in ("div", "rem"):
         if y == 0:
             return 0                       # unspecified: any fixed value

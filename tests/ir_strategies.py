@@ -50,6 +50,13 @@ def param_values(draw):
     return vals
 
 
+def _divisors(t):
+    """Constant divisors that passes/strength.py treats specially (powers of two, 0, +-1, ...)."""
+    top = t.bits - 1 if t.is_signed else t.bits
+    out = [0, 1, 3, 7, 10] + [1 << k for k in range(1, top)]
+    return out + ([-1, -2, -4, -3] if t.is_signed else [])
+
+
 class Gen:
     def __init__(self, draw, max_instrs=40, loops=True):
         self.draw = draw
@@ -106,9 +113,13 @@ class Gen:
             t = d(st.sampled_from(INTS + FLOATS))
             op = d(st.sampled_from(["add", "sub", "mul", "div", "min", "max", "neg", "abs"]
                                    + (["fma"] if t.is_float else ["rem", "mulhi"]
-                                      if t.bits >= 32 else ["rem"])))
+                                      if t.bits >= 32 else ["rem"])
+                                   + ([] if t.is_float else ["floordiv", "floormod"])))
             n = {"neg": 1, "abs": 1, "fma": 3}.get(op, 2)
-            return self.emit(block, pool, op, [self.pick(pool, t) for _ in range(n)], t)
+            operands = [self.pick(pool, t) for _ in range(n)]
+            if op in ("floordiv", "floormod", "div", "rem") and t.is_int and d(st.booleans()):
+                operands[1] = Const(t, d(st.sampled_from(_divisors(t))))   # strength reduction
+            return self.emit(block, pool, op, operands, t)
         if kind == "bit":
             t = d(st.sampled_from(INTS + [T.bool_]))
             op = d(st.sampled_from(["and", "or", "xor", "not"] + (["shl", "shr"] if t.is_int

@@ -232,11 +232,17 @@ def k(out: f32[:], n: i32):
 
 
 def test_python_floor_division_and_modulo_ops():
+    from pyptx.passes import strength
     fn = lower("def k(out: i32[:], a: i32, b: i32):\n    out[0] = a // b\n    out[1] = a % b\n")
     c = ops(fn)
-    assert c["div"] == 1 and c["rem"] == 1 and c["select"] >= 4
+    assert c["floordiv"] == 1 and c["floormod"] == 1 and "div" not in c
+    strength.run(fn, use_ranges=False)          # what the backend gets: PTX's div/rem + fix-ups
+    c = ops(fn)
+    assert c["div"] == 1 and c["rem"] == 1 and c["select"] >= 4 and "floordiv" not in c
     fn = lower("def k(out: u32[:], a: u32):\n    out[0] = a // 8\n    out[1] = a % 8\n")
-    assert "select" not in ops(fn)
+    strength.run(fn, use_ranges=False)
+    c = ops(fn)
+    assert "select" not in c and c["shr"] == 1 and c["and"] == 1 and "div" not in c
 
 
 def test_float_floor_division():

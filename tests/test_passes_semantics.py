@@ -6,7 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from pyptx.ir import parse_function, print_function, verify
-from pyptx.passes import addressing, constfold, cse, dce, licm, run_pipeline, simplifycfg
+from pyptx.passes import (addressing, constfold, cse, dce, licm, run_pipeline, simplifycfg,
+                          strength)
 
 from ir_interp import run_function
 from ir_strategies import programs
@@ -34,6 +35,7 @@ def _check(pass_fn, prog):
 
 PASSES = {"constfold": constfold.run, "dce": dce.run, "simplifycfg": simplifycfg.run,
           "cse": cse.run, "licm": licm.run, "addressing": addressing.run,
+          "strength": strength.run, "O0": lambda f: run_pipeline(f, 0, False),
           "O1": lambda f: run_pipeline(f, 1, False), "O2": lambda f: run_pipeline(f, 2, False)}
 
 

@@ -219,47 +219,14 @@ def _sel(cx, c, x, y, t, weak=False):
 
 
 def _int_floordiv(cx, a, b, t, weak):
-    """Python `a // b` (floor); x // 0 = 0 and MIN // -1 = MIN, as numpy gives."""
-    zero, one = make_const(0, t), make_const(1, t)
-    if isinstance(b, Const) and b.value > 0:          # the common `i // 2`: no guards needed
-        q = emit(cx, "div", [a, b], t, weak and not t.is_signed)
-        if not t.is_signed:
-            return q
-        r = emit(cx, "sub", [a, emit(cx, "mul", [q, b], t)], t)
-        return _sel(cx, _cmp(cx, "lt", r, zero), emit(cx, "sub", [q, one], t), q, t, weak)
-    bz = _cmp(cx, "eq", b, zero)
-    if not t.is_signed:
-        q = emit(cx, "div", [a, _sel(cx, bz, one, b, t)], t)
-        return _sel(cx, bz, zero, q, t, weak)
-    m1 = make_const(-1, t)
-    bm1 = _cmp(cx, "eq", b, m1)
-    safe = _sel(cx, emit(cx, "or", [bz, bm1], T.bool_), one, b, t)
-    q = emit(cx, "div", [a, safe], t)
-    q = _sel(cx, bm1, emit(cx, "neg", [a], t), q, t)
-    r = emit(cx, "sub", [a, emit(cx, "mul", [q, b], t)], t)
-    fix = emit(cx, "and", [_cmp(cx, "ne", r, zero),
-                           _cmp(cx, "lt", emit(cx, "xor", [r, b], t), zero)], T.bool_)
-    q = _sel(cx, fix, emit(cx, "sub", [q, one], t), q, t)
-    return _sel(cx, bz, zero, q, t, weak)
+    """Python `a // b` (floor); x // 0 = 0 and MIN // -1 = MIN, as numpy gives.  One `floordiv`
+    op: passes/strength.py expands it (a shift for a power of two)."""
+    return emit(cx, "floordiv", [a, b], t, weak)
 
 
 def _int_mod(cx, a, b, t, weak):
-    """Python `a % b` (sign of b); x % 0 = 0, as numpy gives."""
-    zero, one = make_const(0, t), make_const(1, t)
-    if isinstance(b, Const) and b.value > 0:          # the common `i % 32`
-        r = emit(cx, "rem", [a, b], t, weak and not t.is_signed)
-        if not t.is_signed:
-            return r
-        return _sel(cx, _cmp(cx, "lt", r, zero), emit(cx, "add", [r, b], t), r, t, weak)
-    bz = _cmp(cx, "eq", b, zero)
-    if not t.is_signed:
-        r = emit(cx, "rem", [a, _sel(cx, bz, one, b, t)], t)
-        return _sel(cx, bz, zero, r, t, weak)
-    bad = emit(cx, "or", [bz, _cmp(cx, "eq", b, make_const(-1, t))], T.bool_)
-    r = emit(cx, "rem", [a, _sel(cx, bad, one, b, t)], t)
-    fix = emit(cx, "and", [_cmp(cx, "ne", r, zero),
-                           _cmp(cx, "lt", emit(cx, "xor", [r, b], t), zero)], T.bool_)
-    return _sel(cx, fix, emit(cx, "add", [r, b], t), r, t, weak)
+    """Python `a % b` (sign of b); x % 0 = 0, as numpy gives.  One `floormod` op (see above)."""
+    return emit(cx, "floormod", [a, b], t, weak)
 
 
 def _in_f32(cx, t, x, y):

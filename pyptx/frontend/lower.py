@@ -58,6 +58,7 @@ def _walk(py_func, src, param_types, constexprs, name, declared) -> Lowerer:
     b.block = entry
     cx.set_loc(src.fn_node)
     try:
+        shapes: set = set()
         for pname in src.params:
             t = param_types.get(pname)
             if t is T.constexpr:
@@ -66,7 +67,8 @@ def _walk(py_func, src, param_types, constexprs, name, declared) -> Lowerer:
                                                  f"pass it with kernel.specialize({pname}=...)")
                 cx.assign_name(pname, constexprs[pname])
             elif isinstance(t, T.ArrayType):
-                scope.objvars[pname] = array_param(pname, t, fn.params)
+                view = scope.objvars[pname] = array_param(pname, t, fn.params)
+                shapes |= {s.name for s in view.shape}      # >= 0: passes/ranges.py uses it
             elif isinstance(t, T.ScalarType):
                 p = Param(pname, t, len(fn.params))
                 fn.params.append(p)
@@ -74,6 +76,7 @@ def _walk(py_func, src, param_types, constexprs, name, declared) -> Lowerer:
             else:
                 raise src.error(src.fn_node, f"parameter '{pname}' has no pyptx type; annotate "
                                              f"it, e.g. {pname}: f32[:] or {pname}: i32")
+        fn.attrs["nonneg_params"] = frozenset(shapes)
         body = src.fn_node.body
         cx.body(body)
         if b.block is not None:

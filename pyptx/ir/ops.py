@@ -39,6 +39,12 @@ OPS: dict[str, OpInfo] = _t([
            "float: IEEE a / b (.rn).  int: C truncating division; b == 0 or (MIN / -1) give an "
            "unspecified value - the frontend guards those to implement Python `//`."),
     OpInfo("rem", "a, b", 2, True, True, "int only: C remainder (sign of a); b == 0 unspecified"),
+    OpInfo("floordiv", "a, b", 2, True, True,
+           "int only: Python/numpy floor division a // b, total: a // 0 == 0, MIN // -1 == MIN.  "
+           "The frontend's `//`; passes/strength.py expands it (shifts for powers of two)"),
+    OpInfo("floormod", "a, b", 2, True, True,
+           "int only: Python/numpy a % b (sign of b), total: a % 0 == 0.  The frontend's `%`; "
+           "expanded by passes/strength.py before the backend"),
     OpInfo("neg", "a", 1, True, True, "-a (int wraps)"),
     OpInfo("abs", "a", 1, True, True, "|a| (int: MIN stays MIN)"),
     OpInfo("min", "a, b", 2, True, True, "min; float: if one operand is NaN the other is returned"),

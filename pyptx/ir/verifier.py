@@ -52,8 +52,8 @@ class _Checker:
         at = ins.attrs
         if op in ("add", "sub", "mul", "div", "min", "max"):
             need(_is_num(T) and a == [T, T], f"operands and result must be one int/float type")
-        elif op == "rem":
-            need(_is_int(T) and a == [T, T], "rem needs int operands of the result type")
+        elif op in ("rem", "floordiv", "floormod"):
+            need(_is_int(T) and a == [T, T], f"{op} needs int operands of the result type")
         elif op in ("neg", "abs"):
             need(_is_num(T) and a == [T], "operand must have the result's int/float type")
         elif op == "fma":

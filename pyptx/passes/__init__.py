@@ -3,15 +3,16 @@
 Every pass is `run(fn) -> bool` (changed?), rewrites in place and preserves the exact semantics
 of ops.py (fma contraction changes rounding on purpose, and only when asked).
 
-    opt_level 0: unreachable blocks removed (nothing else)
-    opt_level 1: constfold, dce, simplifycfg
+    opt_level 0: unreachable blocks removed, floor `//`/`%` expanded (strength, no sign facts)
+    opt_level 1: constfold, dce, simplifycfg, strength
     opt_level 2: the above plus cse, licm, addressing (and fma when fma=True), repeated until
-                 nothing changes (at most a few rounds: each pass is one linear sweep)
+                 nothing changes (at most a few rounds: each pass is one linear sweep);
+                 strength runs after licm so that a whole `a // b` is hoisted as one op
 """
 from __future__ import annotations
 
 from ..ir.core import Function
-from . import addressing, constfold, cse, dce, fma as fma_pass, licm, simplifycfg
+from . import addressing, constfold, cse, dce, fma as fma_pass, licm, simplifycfg, strength
 
 MAX_ROUNDS = 4
 
@@ -42,6 +43,7 @@ def run_pipeline(fn: Function, opt_level: int = 2, fma: bool = True) -> Function
     """Optimise `fn` in place and return it."""
     if opt_level <= 0:
         dce.remove_unreachable(fn)
+        strength.run(fn, use_ranges=False)
         return fn
     step = _Tracker()
     if opt_level == 1:
@@ -49,6 +51,7 @@ def run_pipeline(fn: Function, opt_level: int = 2, fma: bool = True) -> Function
             changed = step(constfold.run, fn)
             changed |= step(dce.run, fn)
             changed |= step(simplifycfg.run, fn)
+            changed |= step(strength.run, fn)
             if not changed:
                 break
         return fn
@@ -61,6 +64,7 @@ def run_pipeline(fn: Function, opt_level: int = 2, fma: bool = True) -> Function
         if not did_licm:
             changed |= step(licm.run, fn)
             did_licm = True
+        changed |= step(strength.run, fn)
         changed |= step(addressing.run, fn)
         if changed:
             step(cse.run, fn)
@@ -73,4 +77,4 @@ def run_pipeline(fn: Function, opt_level: int = 2, fma: bool = True) -> Function
 
 
 __all__ = ["run_pipeline", "addressing", "constfold", "cse", "dce", "fma_pass", "licm",
-           "simplifycfg"]
+           "simplifycfg", "strength"]

@@ -150,6 +150,10 @@ def _int_op(op, t, a, b=None):
         q = abs(a) // abs(b)
         q = q if (a < 0) == (b < 0) else -q
         return wrap(q, t) if op == "div" else wrap(a - q * b, t)
+    if op in ("floordiv", "floormod"):
+        if b == 0:
+            return 0
+        return wrap(a // b, t) if op == "floordiv" else wrap(a % b, t)
     if op == "neg":
         return wrap(-a, t)
     if op == "abs":

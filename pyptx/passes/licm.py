@@ -3,9 +3,10 @@
 Why: the frontend recomputes address arithmetic (`gep`, index `mul`/`add`/`cvt`, `sreg`, `addr`)
 inside loop bodies; computing it once before the loop saves instructions per iteration.
 
-Every pure op except integer `div`/`rem` (which may trap in spirit: division by zero is
-unspecified) is safe to execute speculatively, so an invariant op is hoisted even from a block
-that does not run on every iteration.  Loops are handled innermost first; code hoisted out of an
+Every pure op except integer `div`/`rem` by a runtime value (division by zero is unspecified)
+is safe to execute speculatively, so an invariant op is hoisted even from a block that does not
+run on every iteration.  `div`/`rem` by a nonzero constant cannot misbehave and is hoisted; the
+floor ops `floordiv`/`floormod` are total (x // 0 == 0) and are hoisted whatever the divisor.  Loops are handled innermost first; code hoisted out of an
 inner loop lands in its preheader, which lies in the outer loop and is hoisted further from there.
 
 A loop needs a preheader: a block outside the loop whose only successor is the header and which
@@ -15,7 +16,7 @@ header's block arguments through), then the analyses are computed once more.
 from __future__ import annotations
 
 from ..ir.analysis import DomTree, natural_loops, predecessors
-from ..ir.core import Block, Function, Instr
+from ..ir.core import Block, Const, Function, Instr
 from ..ir.ops import OPS
 
 
@@ -48,7 +49,10 @@ def _hoistable(ins: Instr) -> bool:
     info = OPS[ins.op]
     if not info.pure or ins.type is None:
         return False
-    return not (ins.op in ("div", "rem") and ins.type.is_int)
+    if ins.op in ("div", "rem") and ins.type.is_int:
+        d = ins.operands[1]
+        return isinstance(d, Const) and d.value != 0
+    return True
 
 
 def run(fn: Function) -> bool:
