@@ -50,7 +50,7 @@ def __getattr__(name: str):
         dsl = importlib.import_module("pyptx.dsl")
     except ImportError:
         raise AttributeError(f"module 'pyptx' has no attribute {name!r}") from None
-    if name in getattr(dsl, "__all__", ()):
+    if name in getattr(dsl, "__all__", ()) or name in getattr(dsl, "QUALIFIED_ONLY", ()):
         value = getattr(dsl, name)
         globals()[name] = value
         return value

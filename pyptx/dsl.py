@@ -77,3 +77,8 @@ globals().update({name: Intrinsic(name) for name in _FUNCTIONS})
 
 __all__ = ["thread_idx", "block_idx", "block_dim", "grid_dim", "WARP_SIZE", "shared", "local",
            *_FUNCTIONS]
+
+#: `for i in pyptx.range(start, stop, step=1, unroll=N)`: reachable as `pyptx.range` only.  It
+#: is kept out of `__all__`, so `from pyptx import *` never shadows Python's builtin `range`.
+QUALIFIED_ONLY = ("range",)
+globals().update({name: Intrinsic(name) for name in QUALIFIED_ONLY})

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 
 from pyptx.ir import parse_function, print_function, verify
 from pyptx.passes import (addressing, constfold, cse, dce, licm, run_pipeline, simplifycfg,
-                          strength)
+                          strength, unroll)
 
 from ir_interp import run_function
 from ir_strategies import programs
@@ -35,7 +35,7 @@ def _check(pass_fn, prog):
 
 PASSES = {"constfold": constfold.run, "dce": dce.run, "simplifycfg": simplifycfg.run,
           "cse": cse.run, "licm": licm.run, "addressing": addressing.run,
-          "strength": strength.run, "O0": lambda f: run_pipeline(f, 0, False),
+          "strength": strength.run, "unroll": unroll.run, "O0": lambda f: run_pipeline(f, 0, False),
           "O1": lambda f: run_pipeline(f, 1, False), "O2": lambda f: run_pipeline(f, 2, False)}
 
 

@@ -43,6 +43,8 @@ def lower_call(cx, node):
         raise cx.err("static_range() can only be used as 'for i in pyptx.static_range(N)'")
     if callee is builtins.range:
         raise cx.err("range() can only be used as 'for i in range(...)'")
+    if isinstance(callee, Intrinsic) and callee.intrinsic == "range":
+        raise cx.err("pyptx.range() can only be used as 'for i in pyptx.range(...)'")
     if callee is builtins.print:
         from .intrinsics import lower_print
         return lower_print(cx, node)

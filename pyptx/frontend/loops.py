@@ -1,4 +1,5 @@
-"""`for` loops: `range(start, stop, step)` as a CFG loop, `static_range(...)` unrolled.
+"""`for` loops: `range(start, stop, step)` as a CFG loop, `static_range(...)` unrolled,
+`pyptx.range(..., unroll=N)` unrolled N-fold with a remainder loop (unroll.py).
 
 A range loop keeps its own hidden induction variable, so assigning the loop variable inside the
 body does not change the iteration (as in Python), and after the loop the variable holds the
@@ -11,7 +12,7 @@ import builtins
 
 from .. import types as T
 from ..ir.core import Const
-from . import arith
+from . import arith, unroll
 from .values import PY_SCALARS, is_const
 
 MAX_UNROLL = 4096
@@ -29,8 +30,14 @@ def lower_for(cx, st) -> None:
         return _static_range(cx, st, _range_args(cx, it, "static_range"))
     if fn is builtins.range:
         return _range(cx, st, _range_args(cx, it, "range"))
-    raise cx.err("kernels loop with 'for i in range(...)' or 'for i in "
-                 "pyptx.static_range(N)'; other iterables are not supported", it)
+    if isinstance(fn, Intrinsic) and fn.intrinsic == "range":
+        args, factor = unroll.range_call_args(cx, it)
+        if factor == 1:
+            return _range(cx, st, args)
+        return unroll.lower_unrolled(cx, st, args, factor)
+    raise cx.err("kernels loop with 'for i in range(...)', 'for i in pyptx.range(..., "
+                 "unroll=N)' or 'for i in pyptx.static_range(N)'; other iterables are not "
+                 "supported", it)
 
 
 def _range_args(cx, call, name):
@@ -38,6 +45,11 @@ def _range_args(cx, call, name):
         raise cx.err(f"{name}() takes no keyword arguments", call)
     args = [cx.expr(a) for a in call.args]
     cx.set_loc(call)
+    return check_range_args(cx, call, args, name)
+
+
+def check_range_args(cx, call, args, name):
+    """1 to 3 integer range arguments -> [start, stop, step]."""
     if not 1 <= len(args) <= 3:
         raise cx.err(f"{name}() takes 1 to 3 arguments (start, stop, step)", call)
     for a in args:

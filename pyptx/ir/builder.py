@@ -173,18 +173,31 @@ class IRBuilder:
         return self.coerce(v, t, block)
 
     def _trivial(self, arg: BlockArg, incoming):
-        """The single value `arg` stands for, or None when it is a real join."""
+        """The single value `arg` stands for, or None when it is a real join.
+
+        An undefined path joined with one IR value keeps the argument (the undefined side reads
+        as 0): that value's definition cannot dominate the join (had every path passed it, none
+        would be undefined), so using it directly would break SSA dominance.  Constants and
+        parameters are available everywhere and may stand in for the undefined side."""
         same = None
+        undef = False
         for v in incoming:
             v = self.resolve(v)
-            if v is arg or v is UNDEF:
+            if v is arg:
+                continue
+            if v is UNDEF:
+                undef = True
                 continue
             if same is not None and value_key(v) == value_key(same):
                 continue
             if same is not None:
                 return None
             same = v
-        return UNDEF if same is None else same
+        if same is None:
+            return UNDEF
+        if undef and isinstance(same, (BlockArg, Instr)):
+            return None
+        return same
 
     def _remove_arg(self, arg: BlockArg, same, appended: bool) -> None:
         block = arg.block

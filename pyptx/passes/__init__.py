@@ -7,12 +7,14 @@ of ops.py (fma contraction changes rounding on purpose, and only when asked).
     opt_level 1: constfold, dce, simplifycfg, strength
     opt_level 2: the above plus cse, licm, addressing (and fma when fma=True), repeated until
                  nothing changes (at most a few rounds: each pass is one linear sweep);
-                 strength runs after licm so that a whole `a // b` is hoisted as one op
+                 strength runs after licm so that a whole `a // b` is hoisted as one op;
+                 unroll (full unrolling of short constant-trip loops) after them
 """
 from __future__ import annotations
 
 from ..ir.core import Function
-from . import addressing, constfold, cse, dce, fma as fma_pass, licm, simplifycfg, strength
+from . import (addressing, constfold, cse, dce, fma as fma_pass, licm, simplifycfg, strength,
+               unroll)
 
 MAX_ROUNDS = 4
 
@@ -37,6 +39,16 @@ class _Tracker:
         else:
             self.clean[pass_run] = self.version
         return changed
+
+
+def _cleanup(step, fn: Function) -> None:
+    """constfold, dce, simplifycfg until nothing changes (what opt_level 1 does)."""
+    for _ in range(MAX_ROUNDS):
+        changed = step(constfold.run, fn)
+        changed |= step(dce.run, fn)
+        changed |= step(simplifycfg.run, fn)
+        if not changed:
+            break
 
 
 def run_pipeline(fn: Function, opt_level: int = 2, fma: bool = True) -> Function:
@@ -65,6 +77,11 @@ def run_pipeline(fn: Function, opt_level: int = 2, fma: bool = True) -> Function
             changed |= step(licm.run, fn)
             did_licm = True
         changed |= step(strength.run, fn)
+        for _ in range(MAX_ROUNDS):             # fold the copies before fma/addressing see
+            if not step(unroll.run, fn):        # them; folding may reveal more constant trips
+                break
+            changed = True
+            _cleanup(step, fn)
         changed |= step(addressing.run, fn)
         if changed:
             step(cse.run, fn)
@@ -77,4 +94,4 @@ def run_pipeline(fn: Function, opt_level: int = 2, fma: bool = True) -> Function
 
 
 __all__ = ["run_pipeline", "addressing", "constfold", "cse", "dce", "fma_pass", "licm",
-           "simplifycfg", "strength"]
+           "simplifycfg", "strength", "unroll"]
