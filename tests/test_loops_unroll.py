@@ -352,3 +352,39 @@ def test_value_from_the_last_iteration_or_zero_when_the_loop_never_ran(name, cpu
         out = np.full(1, np.nan, np.float32)
         kern[1, 1](out, x, n)
         assert out[0] == np.float32(want)
+
+
+ROW_SRC = """
+import pyptx
+from pyptx import f32, i32, thread_idx
+
+def rows(out: f32[:, :], x: f32[:, :], n: i32):
+    r = thread_idx.x
+    t = pyptx.shared.array((4, 16), f32)
+    t[r, 0] = 1.5
+    t[r, 3] = 1.5
+    pyptx.syncthreads()
+    for j in pyptx.range(0, n, unroll=4):
+        out[r, j] = x[r, j] * 2.0 + t[r, 0] + t[(r + 1) % 4, 3]
+"""
+
+
+def test_unrolled_copies_of_2d_accesses_share_one_address(cpu_device):
+    fn = _lower(ROW_SRC, "rows")
+    run_pipeline(fn, 2, True)
+    verify(fn)
+    main = max((body for _, body in _loops(fn)),
+               key=lambda body: sum(i.op == "store" for b in body for i in b.instrs))
+    mem = [i for b in main for i in b.instrs if i.op in ("load", "store")
+           and i.operands[0].type.space == "global"]
+    assert sorted(i.attrs.get("offset", 0) for i in mem if i.op == "store") == [0, 4, 8, 12]
+    assert sorted(i.attrs.get("offset", 0) for i in mem if i.op == "load") == [0, 4, 8, 12]
+    assert len({id(i.operands[0]) for i in mem if i.op == "load"}) == 1
+    kern = pyptx.kernel(make_kernel(ROW_SRC))
+    x = np.random.default_rng(5).standard_normal((4, 11)).astype(np.float32)
+    for n in (0, 3, 9, 11):
+        out = np.full((4, 11), np.nan, np.float32)
+        kern[1, 4](out, x, n)
+        h = np.float32(1.5)
+        np.testing.assert_array_equal(out[:, :n], (x[:, :n] * np.float32(2) + h) + h)
+        assert np.isnan(out[:, n:]).all()

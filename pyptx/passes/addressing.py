@@ -7,6 +7,11 @@ computation.  Patterns, for `p` the pointer operand of a load or store:
     p = gep(q, add(j, K)) / add(K, j)    -> gep(q, j),   offset += K * size
     p = gep(q, sub(j, K))                -> gep(q, j),   offset -= K * size
     p = gep(gep(q, j), K)                -> gep(q, j),   offset += K * size   (as the first rule)
+    p = gep(q, add(X, cvt(add(j, K))))   -> gep(q, add(X, cvt(j))), offset += K * size
+    p = gep(q, add(mul(add(j, K), S), X)) -> gep(q, add(mul(j, S), X)), offset += K * S * size
+
+(the last two: constants peeled out of the i64 linearisation of n-d indices and out of i32 sign
+extensions, so the copies of an unrolled loop share one address computation)
 
 applied repeatedly while the total offset stays a signed 32-bit immediate.
 
@@ -48,6 +53,42 @@ def _split(idx):
     return idx, 0
 
 
+def _split_deep(idx, new, depth=0):
+    """`_split`, also looking through the i64 linearisation of n-d indices and the sign extension
+    of i32 indices: `add(X, cvt(add(j, K)))` -> `add(X, cvt(j))` + K, `mul(add(j, K), S)` ->
+    `mul(j, S)` + K*S (S constant).  New base instructions come from `new(op, operands, type)`.
+    Only signed index types, under the same no-overflow assumption."""
+    if not ASSUME_I32_INDEX_NO_WRAP or depth > 8 or not isinstance(idx, Instr) \
+            or not idx.type.is_signed:
+        return _split(idx)
+    op, t = idx.op, idx.type
+    if op == "cvt" and t.name == "i64" and idx.operands[0].type.name == "i32":
+        base, k = _split_deep(idx.operands[0], new, depth + 1)
+        if k == 0:
+            return idx, 0
+        return (None if base is None else new("cvt", [base], t)), k
+    if op == "mul" and _const_index(idx.operands[1]) is not None:
+        s = _const_index(idx.operands[1])
+        base, k = _split_deep(idx.operands[0], new, depth + 1)
+        if k == 0 or base is None:
+            return idx, 0
+        return new("mul", [base, idx.operands[1]], t), k * s
+    if op in ("add", "sub"):
+        a, b = idx.operands
+        ba, ka = _split_deep(a, new, depth + 1)
+        bb, kb = _split_deep(b, new, depth + 1)
+        if ka == 0 and kb == 0:
+            return idx, 0
+        if op == "sub":
+            kb = -kb
+            if bb is not None:
+                bb = new("neg", [bb], t) if ba is None else bb
+        if ba is None or bb is None:
+            return (bb if ba is None else ba), ka + kb
+        return new(op, [ba, bb], t), ka + kb
+    return idx, 0
+
+
 def _fold_once(p, block, pre, loc):
     """(new pointer, byte delta) for one folding step, or None."""
     if not isinstance(p, Instr) or p.op != "gep":
@@ -55,9 +96,17 @@ def _fold_once(p, block, pre, loc):
     q, idx = p.operands
     if idx.type.name == "i32" and not ASSUME_I32_INDEX_NO_WRAP and not isinstance(idx, Const):
         return None
-    base, k = _split(idx)
+    made: list = []
+
+    def new(op, operands, t):
+        ins = Instr(op, operands, t, loc=p.loc if p.loc is not None else loc)
+        ins.block = block
+        made.append(ins)
+        return ins
+    base, k = _split_deep(idx, new)
     if k == 0:
         return None
+    pre.extend(made)
     size = p.type.elem.mem_bytes
     if base is None:
         return q, k * size
@@ -77,10 +126,10 @@ def run(fn: Function) -> bool:
                 p = ins.operands[0]
                 pre: list = []
                 while True:
+                    mark = len(pre)
                     step = _fold_once(p, b, pre, ins.loc)
                     if step is None or not _IMM_MIN <= off + step[1] <= _IMM_MAX:
-                        if step is not None and pre and pre[-1] is step[0]:
-                            pre.pop()
+                        del pre[mark:]
                         break
                     p, off = step[0], off + step[1]
                 if p is not ins.operands[0]:
