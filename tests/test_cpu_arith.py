@@ -408,3 +408,14 @@ def test_approx_ops_close_to_numpy():
         with np.errstate(all="ignore"):
             ref = fn(x.astype(np.float64)).astype(np.float32)
         assert np.allclose(got, ref, rtol=3e-7, atol=0, equal_nan=True), instr
+
+
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_fma_with_immediate_operands(t):
+    """Two immediates and a register (valid PTX) broadcast like any other operand."""
+    dt = {"f32": np.float32, "f64": np.float64}[t]
+    c = (rng.standard_normal(300) * 4).astype(dt)
+    three, half3 = {"f32": ("0f40400000", "0f3FC00000"),
+                    "f64": ("0d4008000000000000", "0d3FF8000000000000")}[t]   # 3.0 and 1.5
+    got = run_elementwise(f"fma.rn.{t} {{d}}, {three}, {half3}, {{a}};", [t], t, [c])
+    np.testing.assert_array_equal(got, (4.5 + c.astype(np.float64)).astype(dt))

@@ -56,9 +56,11 @@ def round_pair(s: np.ndarray, e: np.ndarray, dtype) -> np.ndarray:
 
 def fma_small(a, b, c, dtype):
     """Correctly rounded fma for f16/f32 (product exact in f64)."""
+    a, b, c = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                                  np.asarray(c, np.float64))
     with np.errstate(all="ignore"):
-        p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
-        s, e = two_sum(p, np.broadcast_to(np.asarray(c, np.float64), p.shape))
+        p = a * b
+        s, e = two_sum(p, c)
         e = np.where(np.isfinite(s), e, 0.0)
         return round_pair(np.atleast_1d(s), np.atleast_1d(e), dtype).reshape(np.shape(s))
 
