@@ -73,6 +73,7 @@ _FUNCTIONS = ("grid lane_id syncthreads syncwarp threadfence shfl_xor shfl_down 
               "atomic_and atomic_or atomic_xor atomic_cas popc clz brev dp4a bitcast "
               "static_range").split()
 _FUNCTIONS += ["vload", "vstore"]          # vector memory (pyptx/frontend/vector.py)
+_FUNCTIONS += "mma_sync ldmatrix pack2 unpack2 cp_async cp_async_wait".split()
 globals().update({name: Intrinsic(name) for name in _FUNCTIONS})
 
 __all__ = ["thread_idx", "block_idx", "block_dim", "grid_dim", "WARP_SIZE", "shared", "local",

@@ -47,7 +47,10 @@ class ScalarType:
         return ArrayType(self, len(items))
 
     def __call__(self, value=0):
-        """Outside a kernel, `f32(1.5)` is `np.float32(1.5)`; inside a kernel it is a cast."""
+        """Outside a kernel, `f32(1.5)` is `np.float32(1.5)`; inside a kernel it is a cast.
+        `bf16(1.5)` gives the bit pattern as `np.uint16` (the host form of bf16)."""
+        if self.name == "bf16":
+            return np.uint16(bf16_bits(value))
         return self.dtype.type(value)
 
     def __repr__(self) -> str:
@@ -98,14 +101,19 @@ SCALARS: dict[str, ScalarType] = {t.name: t for t in [
     _row("f16",  "float",  16, np.float16, "f16", "b16", ".b16", "%h",  2),
     _row("f32",  "float",  32, np.float32, "f32", "b32", ".f32", "%f",  4),
     _row("f64",  "float",  64, np.float64, "f64", "b64", ".f64", "%fd", 8),
+    # bfloat16: numpy has no such dtype, so on the host a bf16 array is a uint16 array of the
+    # bit patterns (`pyptx.bfloat16` converts); inside kernels it is a float type.
+    _row("bf16", "float",  16, np.uint16, "bf16", "b16", ".b16", "%h",  2),
 ]}
 
 bool_ = SCALARS["bool_"]
 i8, i16, i32, i64 = (SCALARS[n] for n in ("i8", "i16", "i32", "i64"))
 u8, u16, u32, u64 = (SCALARS[n] for n in ("u8", "u16", "u32", "u64"))
 f16, f32, f64 = (SCALARS[n] for n in ("f16", "f32", "f64"))
+bf16 = SCALARS["bf16"]
 
-_BY_DTYPE: dict[np.dtype, ScalarType] = {t.dtype: t for t in SCALARS.values()}
+#: numpy dtype -> scalar type; a uint16 array is u16 (bf16 shares its host dtype, never implied)
+_BY_DTYPE: dict[np.dtype, ScalarType] = {t.dtype: t for t in SCALARS.values() if t is not bf16}
 
 
 def scalar(name: str) -> ScalarType:
@@ -176,8 +184,30 @@ constexpr = _Constexpr()
 # --- promotion ---------------------------------------------------------------------------------
 
 def promote(a: ScalarType, b: ScalarType) -> ScalarType:
-    """NumPy 2 promotion of two strongly typed values (`np.result_type`)."""
+    """NumPy 2 promotion of two strongly typed values (`np.result_type`).  bf16 promotes as
+    ml_dtypes' bfloat16 does: like f16 with everything but f16, and bf16 with f16 gives f32."""
+    if a is bf16 or b is bf16:
+        if a == b:
+            return bf16
+        other = b if a is bf16 else a
+        if other is f16:
+            return f32
+        r = promote(f16, other)
+        return bf16 if r is f16 else r
     return from_dtype(np.result_type(a.dtype, b.dtype))
+
+
+def bf16_bits(value) -> int:
+    """The bfloat16 bit pattern nearest to `value` (round to nearest even; NaN stays NaN)."""
+    u = int(np.array(value, dtype=np.float32).view(np.uint32))
+    if (u & 0x7FFFFFFF) > 0x7F800000:
+        return (u >> 16) | 0x40
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def bf16_value(bits: int) -> float:
+    """The float a bfloat16 bit pattern stands for (exact)."""
+    return float(np.array(int(bits) << 16, dtype=np.uint32).view(np.float32))
 
 
 def promote_weak(strong: ScalarType, literal) -> ScalarType:

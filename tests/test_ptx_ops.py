@@ -8,6 +8,7 @@ import re
 import pytest
 from ptx_ir_helpers import FnBuilder
 
+from pyptx.frontend.values import const_value
 from pyptx.ir.core import Const
 from pyptx.ptx import emit
 from pyptx.types import SCALARS, bool_, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64
@@ -26,7 +27,7 @@ def rand_const(t, rng):
     if t.is_bool:
         return Const(t, True)
     if t.is_float:
-        return Const(t, float(t.dtype.type(rng.uniform(-100, 100))) or 1.5)
+        return Const(t, const_value(rng.uniform(-100, 100), t) or 1.5)
     lo, hi = (-(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1) if t.is_signed else (1, (1 << t.bits) - 1)
     return Const(t, rng.randint(lo, hi) or 3)
 

@@ -137,6 +137,8 @@ def _typed_probe(t, weak):
 # ---- binary arithmetic ---------------------------------------------------------------------------
 
 def binop(cx, op: str, a, b):
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return _tuple_op(cx, op, a, b)
     if isinstance(a, PY_SCALARS) and isinstance(b, PY_SCALARS):
         return _fold(cx, op, a, b)
     if op == "pow":
@@ -165,6 +167,19 @@ def binop(cx, op: str, a, b):
     if op == "mod":
         return _float_mod(cx, x, y, t, weak) if t.is_float else _int_mod(cx, x, y, t, weak)
     raise cx.err(f"unsupported operator {op}")
+
+
+def _tuple_op(cx, op, a, b):
+    """Tuples are compile-time containers: `t + u` concatenates, `t * n` (n a compile-time int)
+    repeats, as in Python."""
+    if op == "add" and isinstance(a, tuple) and isinstance(b, tuple):
+        return a + b
+    if op == "mul":
+        t, n = (a, b) if isinstance(a, tuple) else (b, a)
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+            return t * n
+    raise cx.err(f"tuples support only '+' (concatenation) and '*' by a compile-time int, not "
+                 f"'{SYMBOL[op]}' with {describe(b if isinstance(a, tuple) else a)}")
 
 
 def _fold(cx, op, a, b):
@@ -230,7 +245,7 @@ def _int_mod(cx, a, b, t, weak):
 
 
 def _in_f32(cx, t, x, y):
-    if t == T.f16:
+    if t in (T.f16, T.bf16):
         return T.f32, convert(cx, x, T.f32), convert(cx, y, T.f32)
     return t, x, y
 

@@ -194,9 +194,12 @@ class Lowerer:
         sc = self.scope
         prev = sc.objvars.get(name)
         if isinstance(value, tuple):
-            if prev is not None and not (isinstance(prev, TupleVar) and prev.n == len(value)):
-                raise self.err(f"'{name}' cannot be rebound to a tuple here; use a new name")
-            sc.objvars[name] = TupleVar(len(value))
+            depth = len(sc.loops)
+            if prev is not None and not (isinstance(prev, TupleVar) and (
+                    prev.n == len(value) or prev.depth == depth)):
+                raise self.err(f"'{name}' cannot be rebound to a tuple of another length inside "
+                               f"a loop it was bound outside of; use a new name")
+            sc.objvars[name] = TupleVar(len(value), depth)
             for k, v in enumerate(value):
                 self.assign_name(f"{name}.{k}", v)
             return

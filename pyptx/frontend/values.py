@@ -48,11 +48,15 @@ class ArrayView:
 
 
 class TupleVar:
-    """Marks a variable that holds a tuple: its elements live in variables `name.0`, ..."""
-    __slots__ = ("n",)
+    """Marks a variable that holds a tuple: its elements live in variables `name.0`, ...
+    `depth` is the runtime-loop nesting at its binding: at the same depth (not across a loop's
+    back edge) it may be rebound to a tuple of another length, e.g. grown with `t = t + (x,)`
+    in an unrolled static_range."""
+    __slots__ = ("n", "depth")
 
-    def __init__(self, n: int):
+    def __init__(self, n: int, depth: int = 0):
         self.n = n
+        self.depth = depth
 
 
 def wrap_int(value: int, t: T.ScalarType) -> int:
@@ -67,6 +71,8 @@ def const_value(value, t: T.ScalarType):
     """Convert a Python constant to the exact value `t` holds, with `cvt` semantics."""
     if t.is_bool:
         return bool(value)
+    if t is T.bf16:
+        return T.bf16_value(T.bf16_bits(float(value)))
     if t.is_float:
         return float(t.dtype.type(float(value))) if not isinstance(value, bool) else float(value)
     if isinstance(value, float):

@@ -48,8 +48,11 @@ def literal_value(tok, t):
         if isinstance(tok, str) and tok.lstrip("+-").startswith("0x"):
             sign = -1 if tok.startswith("-") else 1
             bits = int(tok.lstrip("+-"), 16)
-            v = float(np.array(bits, dtype=f"u{t.dtype.itemsize}").view(t.dtype))
+            v = (T.bf16_value(bits) if t is T.bf16 else
+                 float(np.array(bits, dtype=f"u{t.dtype.itemsize}").view(t.dtype)))
             return -v if sign < 0 else v
+        if t is T.bf16:
+            return T.bf16_value(T.bf16_bits(float(tok)))
         return float(t.dtype.type(float(tok)))
     if tok in (True, False):
         return int(tok)

@@ -26,7 +26,7 @@ import re
 
 import numpy as np
 
-from ..types import PtrType, ScalarType, VecType
+from ..types import PtrType, ScalarType, VecType, bf16_bits, bf16_value
 from .core import BlockArg, Const, Function, Instr, Param
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$]*$")
@@ -53,6 +53,8 @@ def format_literal(value, t) -> str:
         return "true" if value else "false"
     if isinstance(t, ScalarType) and t.is_float:
         v = float(value)
+        if t.name == "bf16":
+            return hex(bf16_bits(v)) if math.isnan(v) else repr(bf16_value(bf16_bits(v)))
         if math.isnan(v):
             return hex(_float_bits(value, t))
         if t.bits < 64:                  # a Const should hold an exact value; be robust anyway

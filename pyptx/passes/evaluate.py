@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..types import PtrType, ScalarType
+from ..types import PtrType, ScalarType, bf16
 
 #: (mantissa bits incl. the implicit one, min normal exponent, max exponent) per float width
 _FORMATS = {16: (11, -14, 15), 32: (24, -126, 127), 64: (53, -1022, 1023)}
@@ -216,6 +216,8 @@ def evaluate(op: str, t, attrs: dict, operands: list):
     vals = [c.value for c in operands]
     types = [c.type for c in operands]
     if any(isinstance(x, PtrType) for x in types) or isinstance(t, PtrType):
+        return None
+    if t is bf16 or bf16 in types:       # bf16 ops round through f32 in the backend: not folded
         return None
     if op == "cmp":
         a, b = vals

@@ -15,18 +15,49 @@ from .emitter import lowers
 from .names import immediate
 
 
-def _via_f32(em, ins, operands) -> None:
-    """Compute an f16 op in f32 and round once back to f16."""
-    wide = []
-    for v in operands:
-        r = em.tmp(f32)
+def widen16(em, v) -> str:
+    """An f32 register holding the f16 or bf16 value `v` (exact).  bf16 -> f32 is a shift:
+    `cvt.f32.bf16` needs sm_90."""
+    r = em.tmp(f32)
+    if v.type.name == "bf16":
+        w = em.new_reg("%r")
+        em.i(f"cvt.u32.u16 {w}, {em.reg(v)}")
+        em.i(f"shl.b32 {w}, {w}, 16")
+        em.i(f"mov.b32 {r}, {w}")
+    else:
         em.i(f"cvt.f32.f16 {r}, {em.reg(v)}")
-        wide.append(r)
+    return r
+
+
+def narrow16(em, t, d: str, r: str) -> None:
+    """Round the f32 register `r` to the 16-bit float type `t` into `d`.  Below sm_80 (no
+    `cvt.rn.bf16.f32`) bf16 rounding is done on the bits: add 0x7FFF + the lowest kept bit, keep
+    the high half; a NaN keeps its high half with the quiet bit set."""
+    if t.name == "bf16" and em.sm < 80:
+        u, odd, hi, q = (em.new_reg("%r") for _ in range(4))
+        nan = em.new_reg("%p")
+        em.i(f"mov.b32 {u}, {r}")
+        em.i(f"bfe.u32 {odd}, {u}, 16, 1")
+        em.i(f"add.s32 {odd}, {odd}, 32767")
+        em.i(f"add.s32 {hi}, {u}, {odd}")
+        em.i(f"shr.u32 {hi}, {hi}, 16")
+        em.i(f"shr.u32 {q}, {u}, 16")
+        em.i(f"or.b32 {q}, {q}, 64")
+        em.i(f"setp.nan.f32 {nan}, {r}, {r}")
+        em.i(f"selp.b32 {hi}, {q}, {hi}, {nan}")
+        em.i(f"cvt.u16.u32 {d}, {hi}")
+        return
+    em.i(f"cvt.rn.{t.ptx}.f32 {d}, {r}")
+
+
+def _via_f32(em, ins, operands) -> None:
+    """Compute an f16 (bf16) op in f32 and round once back to f16 (bf16)."""
+    wide = [widen16(em, v) for v in operands]
     res = em.tmp(f32)
     sfx = tb.suffixes(f32)
     em.i(f"{tb.TEMPLATES[(ins.op, 'float')].format(t=sfx.t, s=sfx.s, b=sfx.b)} {res}, "
          f"{', '.join(wide)}")
-    em.i(f"cvt.rn.f16.f32 {em.dst(ins)}, {res}")
+    narrow16(em, ins.type, em.dst(ins), res)
 
 
 def _normalise(em, t, reg: str) -> None:
@@ -39,7 +70,7 @@ def lower_arith(em, ins) -> None:
     k = tb.kind(t)
     op = ins.op
     if k == "float" and t.bits == 16:
-        if op in tb.F16_VIA_F32 or em.sm < tb.F16_MIN_SM.get(op, 0):
+        if op in tb.F16_VIA_F32 or em.sm < tb.F16_MIN_SM.get(op, 0) or t.name == "bf16":
             return _via_f32(em, ins, ins.operands)
         if op in ("min", "max"):
             em.need("minmax.f16", ins)
@@ -119,6 +150,10 @@ def lower_cmp(em, ins) -> None:
         if neg_r:
             em.i(f"not.pred {d}, {d}")
         return
+    if t.name == "bf16":                      # setp.bf16 needs sm_90: compare in f32
+        em.i(f"setp.{tb.cmp_table(f32)[pred]}.f32 {em.dst(ins)}, {widen16(em, a)}, "
+             f"{widen16(em, b)}")
+        return
     sfx = tb.suffixes(t)
     em.i(f"setp.{tb.cmp_table(t)[pred]}.{sfx.t} {em.dst(ins)}, {', '.join(em.srcs([a, b]))}")
 
@@ -143,9 +178,7 @@ def lower_isnan(em, ins) -> None:
     a = ins.operands[0]
     r = em.reg(a)
     if a.type.bits == 16:
-        w = em.tmp(f32)
-        em.i(f"cvt.f32.f16 {w}, {r}")
-        r, sfx = w, "f32"
+        r, sfx = widen16(em, a), "f32"
     else:
         sfx = a.type.ptx
     em.i(f"setp.nan.{sfx} {em.dst(ins)}, {r}, {r}")
@@ -182,6 +215,24 @@ def lower_cvt(em, ins) -> None:
         _to_bool(em, ins, st, ra)
         return
     d = em.dst(ins)
+    if st.name == "bf16":                   # bf16 -> f32 is exact (a shift); then f32 -> dt
+        w = widen16(em, a)
+        if dt == f32:
+            em.i(f"mov.f32 {d}, {w}")
+        else:
+            _convert(em, f32, dt, d, w)
+    elif dt.name == "bf16":                 # PTX (sm_80) rounds to bf16 only from f32
+        if st != f32:
+            w = em.tmp(f32)
+            _convert(em, st, f32, w, ra)
+            ra = w
+        narrow16(em, dt, d, ra)
+    else:
+        _convert(em, st, dt, d, ra)
+
+
+def _convert(em, st, dt, d: str, ra: str) -> None:
+    """cvt semantics between two non-bool, non-bf16 types, register to register."""
     ssfx, dsfx = tb.suffixes(st), tb.suffixes(dt)
     if st.is_float and dt.is_float:
         rnd = ".rn" if dt.bits < st.bits else ""

@@ -11,7 +11,7 @@ import struct
 
 import numpy as np
 
-from ..types import PtrType
+from ..types import PtrType, bf16_bits
 
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_$]")
 
@@ -67,6 +67,8 @@ def immediate(t, value) -> str:
             return f"0f{f32_bits(value):08X}"
         if t.bits == 64:
             return f"0d{f64_bits(value):016X}"
+        if t.name == "bf16":
+            return f"0x{bf16_bits(value):04X}"
         return f"0x{f16_bits(value):04X}"
     if t.is_bool:
         return "1" if value else "0"

@@ -58,7 +58,7 @@ class Suffixes:
             self.b = "pred" if st.is_bool else "b" + str(wide)
             self.sel = st.ptx if st.ptx in ("f32", "f64") else self.b
         #: ld/st type: bool is one byte 0/1 in memory, f16 moves as raw bits
-        self.mem = "u8" if st.is_bool else ("b16" if st.ptx == "f16" else st.ptx)
+        self.mem = "u8" if st.is_bool else ("b16" if st.ptx in ("f16", "bf16") else st.ptx)
         #: .param type (docs/architecture.md table)
         self.param = self.mem
 
@@ -184,6 +184,9 @@ FEATURES: dict[str, tuple[int, int]] = {
     "dp4a": (50, 61),
     "sync.warp": (60, 30),        # shfl.sync, vote.sync, bar.warp.sync
     "atom.add.f64": (50, 60),
+    "mma": (70, 80),              # mma.sync.aligned.m16n8k16 (f16 / bf16 inputs)
+    "ldmatrix": (70, 80),         # ldmatrix.sync.aligned.m8n8 (sm_75 has it; tensor cores: sm_80)
+    "cp.async": (70, 80),
 }
 
 _ARCH_RE = re.compile(r"^sm_(\d+)([af]?)$")

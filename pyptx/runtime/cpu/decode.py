@@ -299,6 +299,9 @@ def _cvt(ctx, ins, parts):
     dst, src = types_of(parts)[-2:]
     rnd = next((p for p in parts if p in ROUNDING), None)
     sat, ftz = "sat" in parts, "ftz" in parts
+    if "bf16" in (dst, src):
+        from .tensorcore import build_cvt_bf16
+        return build_cvt_bf16(ctx, ins, dst, src, rnd)
     sdt, ddt = DTYPES[src], DTYPES[dst]
     return _unary(ctx, ins, src, lambda a: alu.cvt(a, sdt, ddt, rnd, sat, ftz), dtype_out=dst)
 
@@ -326,8 +329,9 @@ def _bar(ctx, ins, parts):
 
 
 def _memory_builders():
-    from . import memops, printf, warp
-    return {"ld": memops.build_ld, "ldu": memops.build_ld, "st": memops.build_st,
+    from . import memops, printf, tensorcore, warp
+    return {"mma": tensorcore.build_mma, "ldmatrix": tensorcore.build_ldmatrix,
+            "cp": tensorcore.build_cp,"ld": memops.build_ld, "ldu": memops.build_ld, "st": memops.build_st,
             "atom": memops.build_atom, "red": memops.build_atom, "mov": memops.build_mov,
             "cvta": memops.build_cvta, "shfl": warp.build_shfl, "vote": warp.build_vote,
             "activemask": warp.build_activemask, "call": printf.build_call}

@@ -1,0 +1,132 @@
+"""Lowerings of the tensor-core intrinsics: `mma_sync`, `ldmatrix`, `pack2`, `unpack2`,
+`cp_async`, `cp_async_wait` (sm_80+; layouts and semantics in docs/tensor-cores.md).
+
+Fragments are tuples of scalars (u32 words holding two f16/bf16 values, f32 accumulators), so a
+kernel keeps them in registers and unpacks them like any tuple.  `pack2`/`unpack2` are plain IR
+(conversions, shifts, bitcasts): they need no instruction of their own.
+"""
+from __future__ import annotations
+
+from .. import types as T
+from . import arith, memory
+from .intrinsics import intrinsic, scalar_arg
+from .values import ArrayView, is_const, make_const
+
+_HALF_TYPES = {"f16": T.f16, "bf16": T.bf16}
+
+
+def _half_type(cx, v, what: str) -> T.ScalarType:
+    """'f16' / 'bf16' (a string or the pyptx type)."""
+    if isinstance(v, T.ScalarType) and v.name in _HALF_TYPES:
+        return v
+    if isinstance(v, str) and v in _HALF_TYPES:
+        return _HALF_TYPES[v]
+    raise cx.err(f"{what} must be f16 or bf16 (pyptx.f16 / pyptx.bf16 or the string), got "
+                 f"{arith.describe(v)}")
+
+
+def _words(cx, v, n: int, what: str, t: T.ScalarType) -> list:
+    if not isinstance(v, tuple) or len(v) != n:
+        raise cx.err(f"{what} must be a tuple of {n} {t.name} values, got {arith.describe(v)}"
+                     f"{'' if not isinstance(v, tuple) else f' of length {len(v)}'}")
+    out = []
+    for k, x in enumerate(v):
+        xt = scalar_arg(cx, x, f"{what}[{k}]")
+        if t == T.u32 and not (xt.is_int and (xt.bits == 32 or is_const(x))):
+            raise cx.err(f"{what}[{k}] must be a 32-bit integer word (two packed halves, e.g. "
+                         f"from pyptx.pack2 or pyptx.ldmatrix), got {xt.name}")
+        if t == T.f32 and not (xt.is_float or is_const(x)):
+            raise cx.err(f"{what}[{k}] must be a float accumulator, got {xt.name}; write "
+                         f"f32(x)")
+        out.append(arith.convert(cx, x, t))
+    return out
+
+
+def _parts(cx, first, n: int, t: T.ScalarType) -> tuple:
+    return (first,) + tuple(arith.emit(cx, "part", [first], t, index=k) for k in range(1, n))
+
+
+@intrinsic("mma_sync", "a", "b", "c", "atype", atype="f16")
+def _mma_sync(cx, a, b, c, atype):
+    ht = _half_type(cx, atype, "mma_sync()'s atype")
+    ops = (_words(cx, a, 4, "mma_sync()'s a", T.u32) + _words(cx, b, 2, "mma_sync()'s b", T.u32)
+           + _words(cx, c, 4, "mma_sync()'s c", T.f32))
+    d0 = arith.emit(cx, "mma", ops, T.f32, atype=ht.name)
+    return _parts(cx, d0, 4, T.f32)
+
+
+def _shared_view(cx, v, what: str) -> ArrayView:
+    if not isinstance(v, ArrayView) or v.space != "shared":
+        raise cx.err(f"{what} must be a shared-memory array (pyptx.shared.array(...)), got "
+                     f"{arith.describe(v)}")
+    return v
+
+
+def _const_int(cx, v, what: str, allowed) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v not in allowed:
+        raise cx.err(f"{what} must be a compile-time int, one of "
+                     f"{', '.join(map(str, allowed))}; got {arith.describe(v)}")
+    return v
+
+
+@intrinsic("ldmatrix", "smem", "idx", "count", "trans", count=1, trans=False)
+def _ldmatrix(cx, smem, idx, count, trans):
+    view = _shared_view(cx, smem, "ldmatrix()'s first argument")
+    n = _const_int(cx, count, "ldmatrix()'s count", (1, 2, 4))
+    if not isinstance(trans, bool):
+        raise cx.err("ldmatrix()'s trans must be the literal True or False")
+    if view.elem.mem_bytes not in (2, 4):
+        raise cx.err(f"ldmatrix() reads 16-bit elements; the array holds {view.elem.name} (use "
+                     f"f16, bf16, u16 or i16, or u32 words)")
+    ptr = memory.element_ptr(cx, view, idx)
+    r0 = arith.emit(cx, "ldmatrix", [ptr], T.u32, count=n, trans=trans)
+    return _parts(cx, r0, n, T.u32)
+
+
+@intrinsic("pack2", "lo", "hi", "dtype")
+def _pack2(cx, lo, hi, dtype):
+    ht = _half_type(cx, dtype, "pack2()'s dtype")
+    words = []
+    for v, what in ((lo, "lo"), (hi, "hi")):
+        scalar_arg(cx, v, f"pack2()'s {what}")
+        h = arith.convert(cx, v, ht)
+        bits = arith.emit(cx, "bitcast", [h], T.u16)
+        words.append(arith.convert(cx, bits, T.u32))
+    high = arith.emit(cx, "shl", [words[1], make_const(16, T.u32)], T.u32)
+    return arith.emit(cx, "or", [words[0], high], T.u32)
+
+
+@intrinsic("unpack2", "u", "dtype")
+def _unpack2(cx, u, dtype):
+    ht = _half_type(cx, dtype, "unpack2()'s dtype")
+    t = scalar_arg(cx, u, "unpack2()'s word")
+    if not t.is_int or t.bits != 32:
+        raise cx.err(f"unpack2() needs a 32-bit integer word, got {t.name}")
+    w = arith.convert(cx, u, T.u32)
+    if ht == T.bf16:        # bf16 is the top half of an f32: no conversion instruction at all
+        lo = arith.emit(cx, "shl", [w, make_const(16, T.u32)], T.u32)
+        hi = arith.emit(cx, "and", [w, make_const(0xFFFF0000, T.u32)], T.u32)
+        return (arith.emit(cx, "bitcast", [lo], T.f32), arith.emit(cx, "bitcast", [hi], T.f32))
+    out = []
+    for half in (w, arith.emit(cx, "shr", [w, make_const(16, T.u32)], T.u32)):
+        h = arith.emit(cx, "bitcast", [arith.emit(cx, "cvt", [half], T.u16)], T.f16)
+        out.append(arith.emit(cx, "cvt", [h], T.f32))
+    return tuple(out)
+
+
+@intrinsic("cp_async", "dst", "di", "src", "si", "nbytes")
+def _cp_async(cx, dst, di, src, si, nbytes):
+    dview = _shared_view(cx, dst, "cp_async()'s dst")
+    if not isinstance(src, ArrayView) or src.space != "global":
+        raise cx.err(f"cp_async()'s src must be a global array (a kernel parameter), got "
+                     f"{arith.describe(src)}")
+    n = _const_int(cx, nbytes, "cp_async()'s nbytes", (4, 8, 16))
+    dptr = memory.element_ptr(cx, dview, di)
+    sptr = memory.element_ptr(cx, src, si)
+    arith.emit(cx, "cp_async", [dptr, sptr], None, nbytes=n)
+
+
+@intrinsic("cp_async_wait", "n", n=0)
+def _cp_async_wait(cx, n):
+    k = _const_int(cx, n, "cp_async_wait()'s n", range(8))
+    arith.emit(cx, "cp_async_wait", [], None, n=k)
