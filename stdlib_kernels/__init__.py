@@ -11,6 +11,7 @@ from .activations import gate_up_swiglu, gate_up_swiglu_kernel, swiglu, swiglu_k
 from .attention import (decode_attention, decode_attention_kernel, decode_merge_kernel,
                         kv_scatter, kv_scatter_kernel)
 from .gemm import gemm, gemm_naive_kernel, gemm_tiled_kernel
+from .gemm_tc import gemm_tc_kernel
 from ._later import (NotYetImplementedError, flash_attention, q4k_matmul,  # noqa: F401
                      q6k_matmul, q8_0_matmul)
 from .norms import layernorm, layernorm_kernel, rmsnorm, rmsnorm_kernel
@@ -23,4 +24,5 @@ __all__ = [
     "softmax_warp_kernel", "softmax_block_kernel", "rmsnorm_kernel", "layernorm_kernel",
     "gemm_naive_kernel", "gemm_tiled_kernel", "kv_scatter_kernel", "decode_attention_kernel",
     "decode_merge_kernel", "rope_kernel", "swiglu_kernel", "gate_up_swiglu_kernel",
+    "gemm_tc_kernel",
 ]

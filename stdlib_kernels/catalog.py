@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from .activations import gate_up_swiglu_kernel, swiglu_kernel
 from .attention import decode_attention_kernel, decode_merge_kernel, kv_scatter_kernel
 from .gemm import gemm_naive_kernel, gemm_tiled_kernel
+from .gemm_tc import gemm_tc_kernel
 from .norms import layernorm_kernel, rmsnorm_kernel
 from .rope import rope_kernel
 from .softmax import softmax_block_kernel, softmax_warp_kernel
@@ -47,4 +48,6 @@ SPECIALISATIONS: tuple[Specialisation, ...] = (
     Specialisation("rope[gptj]", rope_kernel, {"NEOX": False}),
     Specialisation("swiglu", swiglu_kernel),
     Specialisation("gate_up_swiglu", gate_up_swiglu_kernel),
+    *(Specialisation(f"gemm_tc[{'bf16' if bf else 'f16'}]", gemm_tc_kernel,
+                     {"bf": bf, "a_vec": True, "b_vec": True}) for bf in (False, True)),
 )

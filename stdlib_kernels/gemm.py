@@ -131,12 +131,12 @@ def gemm(a: np.ndarray, b: np.ndarray, variant: str = "tiled") -> np.ndarray:
     """C = A @ B in float32: c[i, j] = Σ_k a[i, k] · b[k, j] (float32 accumulation).
 
     `a` is `[m, k]`, `b` `[k, n]`, any sizes.  `variant` is `"naive"` (one thread per output) or
-    `"tiled"` (shared-memory tiles, 4×4 register blocking).  `"tensor_core"` is not available yet:
-    it raises `NotYetImplementedError` (a NotImplementedError and a ValueError).
+    `"tiled"` (shared-memory tiles, 4×4 register blocking).  `"tensor_core"` takes float16 (or
+    bfloat16) `a`, `b` and multiplies on tensor cores with float32 accumulation (gemm_tc.py).
     """
     if variant == "tensor_core":
-        from ._later import not_yet
-        raise not_yet("gemm(variant='tensor_core')", "use variant='tiled' (float32)")
+        from .gemm_tc import gemm_tensor_core
+        return gemm_tensor_core(a, b)
     variant = V.choice("gemm", "variant", variant, VARIANTS)
     a = V.float32_array("gemm", "a", a, (2,))
     b = V.float32_array("gemm", "b", b, (2,))

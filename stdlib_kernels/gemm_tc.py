@@ -1,0 +1,192 @@
+"""Tensor-core GEMM: C (float32) = A @ B for float16 or bfloat16 A [m, k] and B [k, n].
+
+A block of 128 threads (4 warps, 2 x 2) owns a 64 x 64 tile of C and walks K in steps of 32.
+Each step's A [64 x 32] and B [32 x 64] tiles are copied global -> shared with `cp_async`
+(16 bytes a copy, two stages: the next tile is in flight while this one is multiplied), then each
+warp multiplies its 32 x 32 sub-tile as 2 x 4 m16n8k16 MMAs per 16 of K, fragments loaded with
+`ldmatrix` (B with `.trans`, since B is stored K-major).  Shared rows are padded by 8 halves so
+the 8 row addresses of one `ldmatrix` phase fall in different banks.
+
+Any shape works: tiles that cross the edge of A or B are zero-filled through ordinary shared
+stores, and a 16-byte `cp_async` is used only for chunks fully inside the matrix whose global
+address is 16-byte aligned (`k % 8 == 0` for A, `n % 8 == 0` for B; otherwise every chunk takes
+the element path).  Products are exact and accumulate in float32 (docs/tensor-cores.md).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import pyptx
+from pyptx import block_idx, f32, i32, thread_idx, u16
+
+from . import _validate as V
+
+BM, BN, BK = 64, 64, 32
+PAD = 8                      # halves of padding per shared row (keeps rows 16-byte aligned)
+THREADS = 128
+
+
+@pyptx.func
+def _stage_a(sa: u16[:, :, :], a: u16[:, :], st: i32, m0: i32, k0: i32, tid: i32,
+             vec: pyptx.constexpr):
+    """Copy A[m0:m0+64, k0:k0+32] into stage `st` (two 8-half chunks per thread)."""
+    m = a.shape[0]
+    k = a.shape[1]
+    for i in pyptx.static_range(2):
+        c = tid + THREADS * i
+        r = c // 4
+        col = (c % 4) * 8
+        gr = m0 + r
+        gc = k0 + col
+        if vec and gr < m and gc + 8 <= k:
+            pyptx.cp_async(sa, (st, r, col), a, (gr, gc), 16)
+        else:
+            for e in pyptx.static_range(8):
+                sa[st, r, col + e] = a[gr, gc + e] if (gr < m and gc + e < k) else 0
+
+
+@pyptx.func
+def _stage_b(sb: u16[:, :, :], b: u16[:, :], st: i32, k0: i32, n0: i32, tid: i32,
+             vec: pyptx.constexpr):
+    """Copy B[k0:k0+32, n0:n0+64] into stage `st` (two 8-half chunks per thread)."""
+    k = b.shape[0]
+    n = b.shape[1]
+    for i in pyptx.static_range(2):
+        c = tid + THREADS * i
+        r = c // 8
+        col = (c % 8) * 8
+        gr = k0 + r
+        gc = n0 + col
+        if vec and gr < k and gc + 8 <= n:
+            pyptx.cp_async(sb, (st, r, col), b, (gr, gc), 16)
+        else:
+            for e in pyptx.static_range(8):
+                sb[st, r, col + e] = b[gr, gc + e] if (gr < k and gc + e < n) else 0
+
+
+@pyptx.func
+def _store2(c: f32[:, :], row: i32, col: i32, v0: f32, v1: f32):
+    m = c.shape[0]
+    n = c.shape[1]
+    if row < m:
+        if col < n:
+            c[row, col] = v0
+        if col + 1 < n:
+            c[row, col + 1] = v1
+
+
+@pyptx.func
+def _store_tile(c: f32[:, :], row: i32, col: i32, d: f32, e: f32, g: f32, h: f32):
+    """One m16n8 accumulator fragment: (d, e) at row, (g, h) at row + 8."""
+    _store2(c, row, col, d, e)
+    _store2(c, row + 8, col, g, h)
+
+
+@pyptx.kernel
+def gemm_tc_kernel(c: f32[:, :], a: u16[:, :], b: u16[:, :], bf: pyptx.constexpr,
+                   a_vec: pyptx.constexpr, b_vec: pyptx.constexpr):
+    """c = a @ b; a, b hold f16 (bf False) or bf16 (bf True) bit patterns."""
+    sa = pyptx.shared.array((2, BM, BK + PAD), u16)
+    sb = pyptx.shared.array((2, BK, BN + PAD), u16)
+    k = a.shape[1]
+    tid = thread_idx.x
+    lane = tid % 32
+    warp = tid // 32
+    wm = (warp // 2) * 32
+    wn = (warp % 2) * 32
+    m0 = block_idx.y * BM
+    n0 = block_idx.x * BN
+    lr = lane % 16
+    lc = (lane // 16) * 8
+    z = (0.0, 0.0, 0.0, 0.0)
+    c00 = z
+    c01 = z
+    c02 = z
+    c03 = z
+    c10 = z
+    c11 = z
+    c12 = z
+    c13 = z
+    ntiles = (k + BK - 1) // BK
+    _stage_a(sa, a, 0, m0, 0, tid, a_vec)
+    _stage_b(sb, b, 0, 0, n0, tid, b_vec)
+    pyptx.cp_async_wait(1)
+    for t in range(ntiles):
+        s = t % 2
+        if t + 1 < ntiles:
+            _stage_a(sa, a, 1 - s, m0, (t + 1) * BK, tid, a_vec)
+            _stage_b(sb, b, 1 - s, (t + 1) * BK, n0, tid, b_vec)
+        pyptx.cp_async_wait(1)
+        pyptx.syncthreads()
+        for ks in pyptx.static_range(BK // 16):
+            kk = ks * 16
+            a0 = pyptx.ldmatrix(sa, (s, wm + lr, kk + lc), count=4)
+            a1 = pyptx.ldmatrix(sa, (s, wm + 16 + lr, kk + lc), count=4)
+            b01 = pyptx.ldmatrix(sb, (s, kk + lr, wn + lc), count=4, trans=True)
+            b23 = pyptx.ldmatrix(sb, (s, kk + lr, wn + 16 + lc), count=4, trans=True)
+            c00 = pyptx.mma_sync(a0, (b01[0], b01[1]), c00, atype="bf16" if bf else "f16")
+            c01 = pyptx.mma_sync(a0, (b01[2], b01[3]), c01, atype="bf16" if bf else "f16")
+            c02 = pyptx.mma_sync(a0, (b23[0], b23[1]), c02, atype="bf16" if bf else "f16")
+            c03 = pyptx.mma_sync(a0, (b23[2], b23[3]), c03, atype="bf16" if bf else "f16")
+            c10 = pyptx.mma_sync(a1, (b01[0], b01[1]), c10, atype="bf16" if bf else "f16")
+            c11 = pyptx.mma_sync(a1, (b01[2], b01[3]), c11, atype="bf16" if bf else "f16")
+            c12 = pyptx.mma_sync(a1, (b23[0], b23[1]), c12, atype="bf16" if bf else "f16")
+            c13 = pyptx.mma_sync(a1, (b23[2], b23[3]), c13, atype="bf16" if bf else "f16")
+        pyptx.syncthreads()
+    row = m0 + wm + lane // 4
+    col = n0 + wn + (lane % 4) * 2
+    _store_tile(c, row, col, c00[0], c00[1], c00[2], c00[3])
+    _store_tile(c, row, col + 8, c01[0], c01[1], c01[2], c01[3])
+    _store_tile(c, row, col + 16, c02[0], c02[1], c02[2], c02[3])
+    _store_tile(c, row, col + 24, c03[0], c03[1], c03[2], c03[3])
+    _store_tile(c, row + 16, col, c10[0], c10[1], c10[2], c10[3])
+    _store_tile(c, row + 16, col + 8, c11[0], c11[1], c11[2], c11[3])
+    _store_tile(c, row + 16, col + 16, c12[0], c12[1], c12[2], c12[3])
+    _store_tile(c, row + 16, col + 24, c13[0], c13[1], c13[2], c13[3])
+
+
+def half_bits(fn: str, name: str, value, ndims: tuple[int, ...]) -> tuple[np.ndarray, bool]:
+    """A float16 or bfloat16 array -> (C-contiguous uint16 bit patterns, is_bf16).  bfloat16
+    arrays are numpy arrays whose dtype is named 'bfloat16' (ml_dtypes)."""
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"{fn}: {name} must be a numpy float16 or bfloat16 array, got "
+                        f"{type(value).__name__}")
+    if value.dtype == np.float16:
+        bf = False
+    elif value.dtype.name == "bfloat16":
+        bf = True
+    else:
+        raise TypeError(f"{fn}: {name} must have dtype float16 or bfloat16, got {value.dtype}; "
+                        f"convert with .astype(np.float16)")
+    if value.ndim not in ndims:
+        raise ValueError(f"{fn}: {name} must have {' or '.join(map(str, ndims))} dimensions, "
+                         f"got shape {value.shape}")
+    return np.ascontiguousarray(value).view(np.uint16), bf
+
+
+def gemm_tc_bits(a: np.ndarray, b: np.ndarray, bf: bool) -> np.ndarray:
+    """C = A @ B (float32) for uint16 arrays of f16 (bf False) or bf16 (bf True) bit patterns."""
+    m, k = a.shape
+    n = b.shape[1]
+    c = np.empty((m, n), np.float32)
+    if m == 0 or n == 0:
+        return c
+    if k == 0:
+        c[...] = 0.0
+        return c
+    grid = (V.ceil_div(n, BN), V.ceil_div(m, BM))
+    gemm_tc_kernel[grid, THREADS](c, a, b, bool(bf), k % 8 == 0, n % 8 == 0)
+    return c
+
+
+def gemm_tensor_core(a, b) -> np.ndarray:
+    """gemm(a, b, variant="tensor_core"): float16 (or bfloat16) inputs, float32 result."""
+    a16, abf = half_bits("gemm", "a", a, (2,))
+    b16, bbf = half_bits("gemm", "b", b, (2,))
+    if abf != bbf:
+        raise TypeError(f"gemm: a and b must have the same dtype for variant='tensor_core', got "
+                        f"{a.dtype} and {b.dtype}")
+    if a16.shape[1] != b16.shape[0]:
+        raise ValueError(f"gemm: b must have {a16.shape[1]} rows (a's columns), got shape "
+                         f"{b16.shape}")
+    return gemm_tc_bits(a16, b16, abf)
