@@ -12,8 +12,10 @@ from .attention import (decode_attention, decode_attention_kernel, decode_merge_
                         kv_scatter, kv_scatter_kernel)
 from .gemm import gemm, gemm_naive_kernel, gemm_tiled_kernel
 from .gemm_tc import gemm_tc_kernel
-from ._later import (NotYetImplementedError, flash_attention, q4k_matmul,  # noqa: F401
+from ._later import (NotYetImplementedError, q4k_matmul,  # noqa: F401
                      q6k_matmul, q8_0_matmul)
+from .flash_attention import (flash_attention, flash_attention_f32_kernel,
+                              flash_attention_tc_kernel)
 from .norms import layernorm, layernorm_kernel, rmsnorm, rmsnorm_kernel
 from .rope import rope, rope_kernel
 from .softmax import softmax, softmax_block_kernel, softmax_warp_kernel
@@ -24,5 +26,6 @@ __all__ = [
     "softmax_warp_kernel", "softmax_block_kernel", "rmsnorm_kernel", "layernorm_kernel",
     "gemm_naive_kernel", "gemm_tiled_kernel", "kv_scatter_kernel", "decode_attention_kernel",
     "decode_merge_kernel", "rope_kernel", "swiglu_kernel", "gate_up_swiglu_kernel",
-    "gemm_tc_kernel",
+    "gemm_tc_kernel", "flash_attention", "flash_attention_tc_kernel",
+    "flash_attention_f32_kernel",
 ]

@@ -16,11 +16,6 @@ def not_yet(what: str, instead: str = "") -> NotYetImplementedError:
                                   f"(a later release){tail}")
 
 
-def flash_attention(q, k, v, causal=False, scale=None):
-    """out = softmax(q kᵀ · scale [+ causal mask]) v — not implemented yet (raises)."""
-    raise not_yet("flash_attention", "use decode_attention for one query token per head")
-
-
 def q4k_matmul(x, w, n):
     """out = x @ dequant_q4_k(w).T — not implemented yet (raises)."""
     raise not_yet("q4k_matmul")

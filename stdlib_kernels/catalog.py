@@ -12,6 +12,7 @@ from .activations import gate_up_swiglu_kernel, swiglu_kernel
 from .attention import decode_attention_kernel, decode_merge_kernel, kv_scatter_kernel
 from .gemm import gemm_naive_kernel, gemm_tiled_kernel
 from .gemm_tc import gemm_tc_kernel
+from .flash_attention import flash_attention_f32_kernel, flash_attention_tc_kernel
 from .norms import layernorm_kernel, rmsnorm_kernel
 from .rope import rope_kernel
 from .softmax import softmax_block_kernel, softmax_warp_kernel
@@ -50,4 +51,10 @@ SPECIALISATIONS: tuple[Specialisation, ...] = (
     Specialisation("gate_up_swiglu", gate_up_swiglu_kernel),
     *(Specialisation(f"gemm_tc[{'bf16' if bf else 'f16'}]", gemm_tc_kernel,
                      {"bf": bf, "a_vec": True, "b_vec": True}) for bf in (False, True)),
+    *(Specialisation(f"flash_attention_tc[D={d},causal={c},{'bf16' if bf else 'f16'}]",
+                     flash_attention_tc_kernel, {"D": d, "causal": c, "bf": bf})
+      for d in (64, 128) for c in (False, True) for bf in (False, True)),
+    *(Specialisation(f"flash_attention_f32[DPL={dpl},causal={c}]", flash_attention_f32_kernel,
+                     {"DPL": dpl, "KT": 32 if dpl <= 4 else 16, "causal": c})
+      for dpl in (2, 4) for c in (False, True)),
 )

@@ -187,7 +187,7 @@ def test_gemm_default_variant_and_tensor_core():
         sk.gemm(a, b, variant="fast")
 
 
-@pytest.mark.parametrize("name", ["flash_attention", "q4k_matmul", "q6k_matmul", "q8_0_matmul"])
+@pytest.mark.parametrize("name", ["q4k_matmul", "q6k_matmul", "q8_0_matmul"])
 def test_later_functions_fail_clearly(name):
     fn = getattr(sk, name)
     with pytest.raises(NotImplementedError, match=name):

@@ -1,0 +1,373 @@
+"""FlashAttention: out = softmax(q kᵀ · scale [+ causal mask]) v, never forming the seq × seq
+matrix.  q is `[heads, seq_q, d]` or `[batch, heads, seq_q, d]`; k, v have `heads / group`
+heads (grouped-query attention: query head h reads KV head h // group).  With `causal`, query i
+sees keys j <= i + seq_k - seq_q (the mask is aligned to the end, as for a KV cache); a query that
+sees no key gives 0.
+
+Tensor-core path (float16 / bfloat16): a block of 4 warps owns 64 query rows, 16 per warp.  The
+Q tile is staged through shared memory once and kept in registers as m16n8k16 A fragments
+(`ldmatrix`).  K/V tiles of 32 keys are double-buffered in shared memory with `cp_async` (the next
+tile is in flight while this one is used); per tile each warp computes S = Q Kᵀ (K fragments by
+`ldmatrix`), the online softmax in f32 with `exp2` and the scale folded into log2(e), then
+O += P V where P is re-packed from the S accumulators straight into A fragments (no shared
+memory round trip) and V is read with `ldmatrix.trans`.  Causal tiles entirely above the diagonal
+of the block are never loaded; only the tiles that cross the diagonal or the end of the keys are
+masked.  head_dim: any multiple of 16 up to 128.
+
+float32 path (SIMT): one warp per query row, lane l owning dimensions l, l+32, ...; K/V tiles of
+32 keys in shared memory are shared by the block's 8 warps; per key a warp all-reduce of q·k and
+an online-softmax update.  head_dim up to 256.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import pyptx
+from pyptx import block_idx, f32, i32, thread_idx, u16
+
+from . import _validate as V
+from ._warp import NEG_BIG, warp_sum
+
+LOG2E = 1.4426950408889634
+NEG_INF = -math.inf
+
+# ---- tensor-core kernel ----------------------------------------------------------------------
+
+BQ = 64                 # query rows per block (16 per warp)
+BKV = 32                # keys per K/V tile
+PAD = 8                 # halves of padding per shared row (rows stay 16-byte aligned)
+TC_THREADS = 128
+TC_MAX_D = 128
+
+
+@pyptx.func
+def _load_rows(buf: u16[:, :, :], slot0: i32, src: u16[:, :, :], head: i32, row0: i32,
+               nrows: pyptx.constexpr, D: pyptx.constexpr, tid: i32):
+    """Rows [row0, row0 + nrows) of src[head] -> buf slots slot0, slot0 + 1, ... (BKV rows each),
+    16 bytes per cp_async; rows past the end of src are zero-filled."""
+    seq = src.shape[1]
+    cpr = D // 8                # 16-byte chunks per row; shifts when a power of two
+    sh = 1 if cpr == 2 else (2 if cpr == 4 else (3 if cpr == 8 else (4 if cpr == 16 else 0)))
+    total = nrows * cpr
+    for i in pyptx.static_range((total + TC_THREADS - 1) // TC_THREADS):
+        c = tid + TC_THREADS * i
+        if c < total:
+            r = c >> sh if sh else c // cpr
+            col = ((c & (cpr - 1)) if sh else c % cpr) * 8
+            slot = slot0 + (r >> 5)             # BKV = 32 rows per slot
+            rr = r & (BKV - 1)
+            if row0 + r < seq:
+                pyptx.cp_async(buf, (slot, rr, col), src, (head, row0 + r, col), 16)
+            else:
+                for e in pyptx.static_range(8):
+                    buf[slot, rr, col + e] = 0
+
+
+@pyptx.func
+def _masked(x: f32, col: i32, row: i32, sk: i32, shift: i32, causal: pyptx.constexpr):
+    """x, or -inf where key `col` is past the end or (causal) after query `row`'s last key."""
+    ok = col < sk
+    if causal:
+        ok = ok and col <= row + shift
+    return x if ok else NEG_INF
+
+
+@pyptx.func
+def _store_half(out: u16[:, :, :], head: i32, row: i32, col: i32, x: f32, bf: pyptx.constexpr):
+    if row < out.shape[1]:
+        out[head, row, col] = pyptx.bitcast(pyptx.bf16(x) if bf else pyptx.f16(x), u16)
+
+
+@pyptx.kernel
+def flash_attention_tc_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:, :, :],
+                              v: u16[:, :, :], group: i32, scale_log2: f32, D: pyptx.constexpr,
+                              causal: pyptx.constexpr, bf: pyptx.constexpr):
+    """out[bh] = attention(q[bh], k[bh // group], v[bh // group]) for one 64-row query tile;
+    the arrays hold f16 (bf False) or bf16 (bf True) bit patterns."""
+    # slots 0/1: K/V of stage 0, slots 2/3: K/V of stage 1 (first: the 64-row Q tile)
+    buf = pyptx.shared.array((4, BKV, D + PAD), u16)
+    sq = q.shape[1]
+    sk = k.shape[1]
+    tid = thread_idx.x
+    lane = tid & 31             # shifts and masks: tid is never negative
+    warp = tid >> 5
+    bh = block_idx.y
+    kvh = bh // group
+    q0 = block_idx.x * BQ
+    g = lane >> 2
+    t2 = (lane & 3) * 2
+    l16 = lane & 15
+    l8 = lane & 7
+    hi16 = (lane >> 4) * 8              # +8 for lanes 16..31
+    hi8 = ((lane >> 3) & 1) * 8         # +8 for lanes 8..15 and 24..31
+    shift = sk - sq
+    kv_end = sk
+    if causal:
+        kv_end = min(sk, q0 + BQ + shift)
+    ntiles = (kv_end + BKV - 1) // BKV
+    _load_rows(buf, 2, q, bh, q0, BQ, D, tid)
+    if ntiles > 0:
+        _load_rows(buf, 0, k, kvh, 0, BKV, D, tid)
+        _load_rows(buf, 1, v, kvh, 0, BKV, D, tid)
+    pyptx.cp_async_wait(0)
+    pyptx.syncthreads()
+    qr = warp * 16 + l16
+    qf = ()
+    for ks in pyptx.static_range(D // 16):
+        qf = qf + (pyptx.ldmatrix(buf, (2 + (qr >> 5), qr & 31, ks * 16 + hi16), count=4),)
+    pyptx.syncthreads()                     # the Q slots are refilled by tile 1
+    o = ((0.0, 0.0, 0.0, 0.0),) * (D // 8)
+    m0 = NEG_INF
+    m1 = NEG_INF
+    l0 = 0.0
+    l1 = 0.0
+    row0 = q0 + warp * 16 + g
+    row1 = row0 + 8
+    for t in range(ntiles):
+        kb = (t & 1) * 2
+        if t + 1 < ntiles:
+            _load_rows(buf, 2 - kb, k, kvh, (t + 1) * BKV, BKV, D, tid)
+            _load_rows(buf, 3 - kb, v, kvh, (t + 1) * BKV, BKV, D, tid)
+        pyptx.cp_async_wait(1)
+        pyptx.syncthreads()
+        # ---- S = Q Kᵀ: 16 rows x 32 keys per warp, 4 n-tiles of 8 keys ----
+        s = ((0.0, 0.0, 0.0, 0.0),) * (BKV // 8)
+        for ks in pyptx.static_range(D // 16):
+            ns = ()
+            for jp in pyptx.static_range(BKV // 16):
+                kf = pyptx.ldmatrix(buf, (kb, jp * 16 + hi16 + l8, ks * 16 + hi8), count=4)
+                ns = ns + (pyptx.mma_sync(qf[ks], (kf[0], kf[1]), s[2 * jp],
+                                          atype="bf16" if bf else "f16"),
+                           pyptx.mma_sync(qf[ks], (kf[2], kf[3]), s[2 * jp + 1],
+                                          atype="bf16" if bf else "f16"))
+            s = ns
+        # ---- mask the tiles that cross the end of the keys or the causal diagonal ----
+        kv0 = t * BKV
+        edge = kv0 + BKV > sk
+        if causal:
+            edge = edge or kv0 + BKV - 1 > q0 + shift
+        if edge:
+            ns = ()
+            for j in pyptx.static_range(BKV // 8):
+                c = kv0 + j * 8 + t2
+                ns = ns + ((_masked(s[j][0], c, row0, sk, shift, causal),
+                            _masked(s[j][1], c + 1, row0, sk, shift, causal),
+                            _masked(s[j][2], c, row1, sk, shift, causal),
+                            _masked(s[j][3], c + 1, row1, sk, shift, causal)),)
+            s = ns
+        # ---- online softmax (base 2, scale folded into scale_log2) ----
+        mx0 = m0
+        mx1 = m1
+        for j in pyptx.static_range(BKV // 8):
+            mx0 = max(mx0, max(s[j][0], s[j][1]) * scale_log2)
+            mx1 = max(mx1, max(s[j][2], s[j][3]) * scale_log2)
+        for i in pyptx.static_range(2):
+            mx0 = max(mx0, pyptx.shfl_xor(mx0, 1 << i))
+            mx1 = max(mx1, pyptx.shfl_xor(mx1, 1 << i))
+        b0 = mx0 if mx0 != NEG_INF else 0.0
+        b1 = mx1 if mx1 != NEG_INF else 0.0
+        a0 = pyptx.math.fast_exp2(m0 - b0)
+        a1 = pyptx.math.fast_exp2(m1 - b1)
+        m0 = mx0
+        m1 = mx1
+        l0 = l0 * a0
+        l1 = l1 * a1
+        pf = ()
+        for j in pyptx.static_range(BKV // 8):
+            p0 = pyptx.math.fast_exp2(s[j][0] * scale_log2 - b0)
+            p1 = pyptx.math.fast_exp2(s[j][1] * scale_log2 - b0)
+            p2 = pyptx.math.fast_exp2(s[j][2] * scale_log2 - b1)
+            p3 = pyptx.math.fast_exp2(s[j][3] * scale_log2 - b1)
+            l0 = l0 + p0 + p1
+            l1 = l1 + p2 + p3
+            pf = pf + ((pyptx.pack2(p0, p1, pyptx.bf16 if bf else pyptx.f16),
+                        pyptx.pack2(p2, p3, pyptx.bf16 if bf else pyptx.f16)),)
+        # ---- O = O·alpha + P V (P's S-accumulator layout is the A-fragment layout) ----
+        no = ()
+        for j in pyptx.static_range(D // 8):
+            no = no + ((o[j][0] * a0, o[j][1] * a0, o[j][2] * a1, o[j][3] * a1),)
+        o = no
+        for kk in pyptx.static_range(BKV // 16):
+            pa = (pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0], pf[2 * kk + 1][1])
+            no = ()
+            for jp in pyptx.static_range(D // 16):
+                vf = pyptx.ldmatrix(buf, (kb + 1, kk * 16 + l16, jp * 16 + hi16), count=4,
+                                    trans=True)
+                no = no + (pyptx.mma_sync(pa, (vf[0], vf[1]), o[2 * jp],
+                                          atype="bf16" if bf else "f16"),
+                           pyptx.mma_sync(pa, (vf[2], vf[3]), o[2 * jp + 1],
+                                          atype="bf16" if bf else "f16"))
+            o = no
+        pyptx.syncthreads()                 # this stage is refilled two tiles later
+    for i in pyptx.static_range(2):
+        l0 = l0 + pyptx.shfl_xor(l0, 1 << i)
+        l1 = l1 + pyptx.shfl_xor(l1, 1 << i)
+    inv0 = 1.0 / l0 if l0 > 0.0 else 0.0
+    inv1 = 1.0 / l1 if l1 > 0.0 else 0.0
+    for j in pyptx.static_range(D // 8):
+        col = j * 8 + t2
+        _store_half(out, bh, row0, col, o[j][0] * inv0, bf)
+        _store_half(out, bh, row0, col + 1, o[j][1] * inv0, bf)
+        _store_half(out, bh, row1, col, o[j][2] * inv1, bf)
+        _store_half(out, bh, row1, col + 1, o[j][3] * inv1, bf)
+
+
+# ---- float32 SIMT kernel ----------------------------------------------------------------------
+
+SIMT_WARPS = 8
+SIMT_KT = 32
+
+
+@pyptx.kernel
+def flash_attention_f32_kernel(out: f32[:, :, :], q: f32[:, :, :], k: f32[:, :, :],
+                               v: f32[:, :, :], group: i32, scale_log2: f32,
+                               DPL: pyptx.constexpr, KT: pyptx.constexpr,
+                               causal: pyptx.constexpr):
+    """One warp per query row (8 rows per block), K/V tiles of KT keys shared in shared memory."""
+    ks = pyptx.shared.array((KT, DPL * 32), f32)
+    vs = pyptx.shared.array((KT, DPL * 32), f32)
+    sq = q.shape[1]
+    sk = k.shape[1]
+    d = q.shape[2]
+    tid = thread_idx.x
+    lane = tid % 32
+    bh = block_idx.y
+    kvh = bh // group
+    q0 = block_idx.x * SIMT_WARPS
+    row = q0 + tid // 32
+    live = row < sq
+    qv = ()
+    acc = ()
+    for i in pyptx.static_range(DPL):
+        dd = lane + 32 * i
+        qv = qv + ((q[bh, row, dd] * scale_log2 if (live and dd < d) else 0.0),)
+        acc = acc + (0.0,)
+    m = NEG_BIG
+    l = 0.0
+    kv_end = sk
+    if causal:
+        kv_end = min(sk, q0 + SIMT_WARPS + sk - sq)
+    last = row + sk - sq if causal else sk - 1
+    width = DPL * 32
+    for t0 in range(0, kv_end, KT):
+        pyptx.syncthreads()
+        for e in range(tid, KT * width, SIMT_WARPS * 32):
+            r = e // width
+            c = e % width
+            ok = t0 + r < sk and c < d
+            ks[r, c] = k[kvh, t0 + r, c] if ok else 0.0
+            vs[r, c] = v[kvh, t0 + r, c] if ok else 0.0
+        pyptx.syncthreads()
+        for j in range(min(KT, kv_end - t0)):
+            if t0 + j <= last:                       # warp-uniform: one row per warp
+                s = 0.0
+                for i in pyptx.static_range(DPL):
+                    s += qv[i] * ks[j, lane + 32 * i]
+                s = warp_sum(s)
+                m_new = max(m, s)
+                corr = pyptx.math.fast_exp2(m - m_new)
+                p = pyptx.math.fast_exp2(s - m_new)
+                l = l * corr + p
+                na = ()
+                for i in pyptx.static_range(DPL):
+                    na = na + (acc[i] * corr + p * vs[j, lane + 32 * i],)
+                acc = na
+                m = m_new
+    inv = 1.0 / l if l > 0.0 else 0.0
+    if live:
+        for i in pyptx.static_range(DPL):
+            dd = lane + 32 * i
+            if dd < d:
+                out[bh, row, dd] = acc[i] * inv
+
+
+# ---- host side ---------------------------------------------------------------------------------
+
+def _arrays(q, k, v):
+    """Validate q, k, v -> (kind, q3, k3, v3, out_shape, batch, heads, kv_heads); kind is
+    'f32', 'f16' or 'bf16' and the 3-d arrays are [batch * heads, seq, d] (uint16 bits for the
+    half types)."""
+    fn = "flash_attention"
+    arrs = {}
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"{fn}: {name} must be a numpy array, got {type(x).__name__}")
+        if x.ndim not in (3, 4):
+            raise ValueError(f"{fn}: {name} must be [heads, seq, head_dim] or [batch, heads, "
+                             f"seq, head_dim], got shape {x.shape}")
+        arrs[name] = x
+    kinds = {n: {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}.get(x.dtype.name)
+             for n, x in arrs.items()}
+    for n, kd in kinds.items():
+        if kd is None:
+            raise TypeError(f"{fn}: {n} must be float32, float16 or bfloat16, got "
+                            f"{arrs[n].dtype}")
+    if len(set(kinds.values())) != 1:
+        raise TypeError(f"{fn}: q, k and v must have one dtype, got {q.dtype}, {k.dtype}, "
+                        f"{v.dtype}")
+    if not q.ndim == k.ndim == v.ndim:
+        raise ValueError(f"{fn}: q, k and v must have the same number of dimensions")
+    V.same_shape(fn, "v", v, k.shape, "k")
+    q4 = q if q.ndim == 4 else q[None]
+    k4 = k if k.ndim == 4 else k[None]
+    b, h, sq, d = q4.shape
+    bk, hk, sk, dk = k4.shape
+    if bk != b:
+        raise ValueError(f"{fn}: k must have batch {b} (from q), got {bk}")
+    if dk != d:
+        raise ValueError(f"{fn}: k must have head_dim {d} (from q), got {dk}")
+    if hk == 0 or h % hk:
+        raise ValueError(f"{fn}: q's {h} heads must be a multiple of k's {hk} heads")
+    kind = kinds["q"]
+
+    def flat(x, rows):
+        x = np.ascontiguousarray(x).reshape(b * x.shape[-3 if x.ndim == 3 else 1], rows, d)
+        return x.view(np.uint16) if kind != "f32" else x
+    return kind, flat(q, sq), flat(k, sk), flat(v, sk), q.shape, h // hk
+
+
+def flash_attention_arrays(kind: str, q3: np.ndarray, k3: np.ndarray, v3: np.ndarray,
+                           group: int, causal: bool, scale: float) -> np.ndarray:
+    """The kernel launch on validated [b*h, seq, d] arrays (uint16 bits for 'f16'/'bf16')."""
+    bh, sq, d = q3.shape
+    sk = k3.shape[1]
+    scale_log2 = np.float32(scale * LOG2E)
+    if kind == "f32":
+        out = np.zeros((bh, sq, d), np.float32)
+        if bh and sq and d:
+            dpl = V.ceil_div(d, 32)
+            kt = SIMT_KT if dpl <= 4 else SIMT_KT // 2
+            flash_attention_f32_kernel[(V.ceil_div(sq, SIMT_WARPS), bh), SIMT_WARPS * 32](
+                out, q3, k3, v3, group, scale_log2, dpl, kt, bool(causal))
+        return out
+    if d % 16 or d > TC_MAX_D:
+        raise ValueError(f"flash_attention: float16/bfloat16 head_dim must be a multiple of 16 "
+                         f"up to {TC_MAX_D}, got {d} (float32 takes any head_dim up to 256)")
+    out = np.zeros((bh, sq, d), np.uint16)
+    if bh and sq:
+        flash_attention_tc_kernel[(V.ceil_div(sq, BQ), bh), TC_THREADS](
+            out, q3, k3, v3, group, scale_log2, d, bool(causal), kind == "bf16")
+    return out
+
+
+def flash_attention(q, k, v, causal: bool = False, scale: float | None = None) -> np.ndarray:
+    """softmax(q kᵀ · scale [+ causal mask]) v per head, in q's dtype.
+
+    q: `[heads, seq_q, d]` or `[batch, heads, seq_q, d]`, float32, float16 or bfloat16 (an
+    ml_dtypes array); k, v: the same layout with `heads / group` heads and seq_k rows.  `scale`
+    defaults to 1/sqrt(d).  causal: query i sees keys j <= i + seq_k - seq_q.  float16/bfloat16
+    run on tensor cores (f32 accumulation and softmax; head_dim a multiple of 16 up to 128).
+    """
+    kind, q3, k3, v3, shape, group = _arrays(q, k, v)
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"flash_attention: causal must be a bool, got {type(causal).__name__}")
+    d = shape[-1]
+    if scale is None:
+        scale = 1.0 / math.sqrt(d) if d else 1.0
+    scale = V.float_scalar("flash_attention", "scale", scale)
+    if d > 256:
+        raise ValueError(f"flash_attention: head_dim must be at most 256, got {d}")
+    out = flash_attention_arrays(kind, q3, k3, v3, group, bool(causal), scale)
+    return out.reshape(shape) if kind == "f32" else out.reshape(shape).view(q.dtype)
