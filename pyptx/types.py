@@ -150,8 +150,9 @@ class PtrType:
 
 @dataclass(frozen=True)
 class VecType:
-    """An IR value holding `n` lanes of `elem` read by one vector load (`vload`); only `lane`
-    takes it apart, so no other op ever sees one.  Spelled `f32x4` in the IR text."""
+    """An IR value holding `n` lanes of `elem` read by one vector load (`vload`), or the
+    registers of a multi-register instruction (`mma`, `ldmatrix`); only `lane` takes it apart,
+    so no other op ever sees one.  Spelled `f32x4` in the IR text."""
     elem: ScalarType
     n: int
 

@@ -42,8 +42,9 @@ def _words(cx, v, n: int, what: str, t: T.ScalarType) -> list:
     return out
 
 
-def _parts(cx, first, n: int, t: T.ScalarType) -> tuple:
-    return (first,) + tuple(arith.emit(cx, "part", [first], t, index=k) for k in range(1, n))
+def _lanes(cx, vec) -> tuple:
+    """The registers of a multi-register result (a VecType value) as a tuple of scalars."""
+    return tuple(arith.emit(cx, "lane", [vec], vec.type.elem, index=k) for k in range(vec.type.n))
 
 
 @intrinsic("mma_sync", "a", "b", "c", "atype", atype="f16")
@@ -51,8 +52,7 @@ def _mma_sync(cx, a, b, c, atype):
     ht = _half_type(cx, atype, "mma_sync()'s atype")
     ops = (_words(cx, a, 4, "mma_sync()'s a", T.u32) + _words(cx, b, 2, "mma_sync()'s b", T.u32)
            + _words(cx, c, 4, "mma_sync()'s c", T.f32))
-    d0 = arith.emit(cx, "mma", ops, T.f32, atype=ht.name)
-    return _parts(cx, d0, 4, T.f32)
+    return _lanes(cx, arith.emit(cx, "mma", ops, T.VecType(T.f32, 4), atype=ht.name))
 
 
 def _shared_view(cx, v, what: str) -> ArrayView:
@@ -79,8 +79,8 @@ def _ldmatrix(cx, smem, idx, count, trans):
         raise cx.err(f"ldmatrix() reads 16-bit elements; the array holds {view.elem.name} (use "
                      f"f16, bf16, u16 or i16, or u32 words)")
     ptr = memory.element_ptr(cx, view, idx)
-    r0 = arith.emit(cx, "ldmatrix", [ptr], T.u32, count=n, trans=trans)
-    return _parts(cx, r0, n, T.u32)
+    return _lanes(cx, arith.emit(cx, "ldmatrix", [ptr], T.VecType(T.u32, n), count=n,
+                                 trans=trans))
 
 
 @intrinsic("pack2", "lo", "hi", "dtype")

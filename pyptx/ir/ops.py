@@ -136,15 +136,12 @@ OPS: dict[str, OpInfo] = _t([
     # ---- tensor cores and async copies (sm_80+; docs/tensor-cores.md has the layouts) ---------
     OpInfo("mma", "a0..a3, b0, b1, c0..c3", 10, False, True,
            "warp-collective PTX mma.sync.aligned.m16n8k16.row.col.f32.<atype>.<atype>.f32: a*, b* "
-           "u32 (two packed f16/bf16 each), c* f32.  T f32: the result's element 0; elements "
-           "1..3 are read with `part`.  attrs atype in {'f16','bf16'}"),
+           "u32 (two packed f16/bf16 each), c* f32.  T VecType(f32, 4): D's four registers, read "
+           "with `lane`.  attrs atype in {'f16','bf16'}"),
     OpInfo("ldmatrix", "p", 1, False, True,
            "warp-collective PTX ldmatrix.sync.aligned.m8n8.x<count>[.trans].shared.b16: p is a "
-           "ptr.shared (this lane's row address).  T u32: register 0; registers 1..count-1 are "
-           "read with `part`.  attrs count in {1,2,4}, trans (bool)"),
-    OpInfo("part", "m", 1, True, True,
-           "element attrs index (>= 1) of the multi-register result of `m` (an mma or ldmatrix "
-           "in the same block, before this op); T is that element's type"),
+           "ptr.shared (this lane's row address).  T VecType(u32, count), read with `lane`.  "
+           "attrs count in {1,2,4}, trans (bool)"),
     OpInfo("cp_async", "dst, src", 2, False, False,
            "PTX cp.async: copy attrs nbytes (4, 8, 16) from src (ptr.global) to dst (ptr.shared), "
            "asynchronously: the copy belongs to the next committed group"),
