@@ -146,15 +146,19 @@ def gpu_report(repeat: int) -> int:
     q = be.put(rng.standard_normal((h, hd)).astype(np.float32))
     kc = be.put(rng.standard_normal((kv, LLAMA["max_seq"], hd)).astype(np.float32))
     vc = be.put(rng.standard_normal((kv, LLAMA["max_seq"], hd)).astype(np.float32))
-    splits = min(attention.MAX_SPLITS, ceil_div(seq, attention.SPLIT_CHUNK))
-    chunk = ceil_div(seq, splits)
+    group = h // kv
+    tile = attention._tile(ceil_div(hd, 32), group)
+    splits = attention._auto_splits(seq, kv, tile)
+    chunk = ceil_div(ceil_div(seq, splits), tile) * tile
+    splits = ceil_div(seq, chunk)
     out = be.empty((h, hd))
     pml, pacc = be.empty((h, splits, 2)), be.empty((h, splits, hd))
-    scale = np.float32(hd ** -0.5)
+    scale = np.float32(attention.LOG2E * hd ** -0.5)
 
     def decode():
-        attention.decode_attention_kernel[(h // 4, splits), 128](
-            out, pml, pacc, q, kc, vc, seq, chunk, scale, ceil_div(hd, 32), True)
+        attention.decode_attention_kernel[(kv, splits), 32 * group](
+            out, pml, pacc, q, kc, vc, seq, chunk, scale, ceil_div(hd, 32), tile, group,
+            hd % 4 == 0, True)
         attention.decode_merge_kernel[ceil_div(h * hd, 128), 128](out, pml, pacc)
     t = timed(decode, lambda: be.sync(out), repeat)
     print(f"decode_attention split-K seq {seq}  {2 * kv * seq * hd * 4 / t / 1e9:8.1f} GB/s "

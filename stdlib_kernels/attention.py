@@ -1,14 +1,15 @@
 """Decode-time attention over a head-first KV cache `[n_kv_heads, max_seq, head_dim]`.
 
-`decode_attention_kernel`: one warp per query head.  Lane `l` owns dimensions l, l+32, ... of q
-and of the output accumulator (DPL = ceil(head_dim / 32) registers each).  For every cached token
-the warp computes the score q·k with a `shfl_xor` all-reduce, then updates the online softmax
-(running max m, running denominator l, accumulator rescaled by e^(m_old - m_new)) — the scores
-never touch memory.  Grouped-query attention maps query head h to KV head h // (n_heads / n_kv).
-
-Flash-decoding (split-K): with SPLIT, block (·, s) handles tokens [s·chunk, (s+1)·chunk) and
-writes its unnormalised partial (m_s, l_s, acc_s); `decode_merge_kernel` then combines the splits
-with log-sum-exp weights: out = Σ_s e^(m_s - M) acc_s / Σ_s e^(m_s - M) l_s, M = max_s m_s.
+Flash-decoding: the cached tokens are split across blocks, block (g, s) taking the query heads
+of KV head g (grouped-query attention: head h reads KV head h // (n_heads / n_kv_heads)) over
+tokens [s·chunk, (s+1)·chunk).  It walks its range in shared-memory tiles of 32 tokens, each K/V
+row read once with 128-bit `vload`s and shared by all the group's heads (one warp per head).
+Lane j scores token j of the tile (q·k, q pre-scaled by scale·log2 e), the warp updates the online
+softmax (running max m, denominator l, accumulator rescaled by 2^(m_old - m_new)), and lane l
+accumulates output dimensions l, l+32, ... from the tile's V rows.  The splits' unnormalised
+partials (m_s, l_s, acc_s) are combined by `decode_merge_kernel`:
+out = Σ_s e^(m_s - M) acc_s / Σ_s e^(m_s - M) l_s, M = max_s m_s.  The split count is chosen so
+that there are at least 264 blocks (2 x 132 SMs) once the cache has a tile per split.
 """
 from __future__ import annotations
 
@@ -20,15 +21,14 @@ import pyptx
 from pyptx import block_dim, block_idx, f32, i32, thread_idx
 
 from . import _validate as V
-from ._warp import NEG_BIG, warp_sum
+from ._warp import NEG_BIG, warp_max, warp_sum
 
-#: query heads handled by one block of the decode kernel (one warp each)
-HEADS_PER_BLOCK = 4
-#: a cache longer than this (in valid tokens) is split across blocks (flash-decoding)
-SPLIT_THRESHOLD = 512
-#: target tokens per split, and the most splits
-SPLIT_CHUNK = 256
-MAX_SPLITS = 64
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+#: flash-decoding: at least this many blocks (2 x the 132 SMs of an H100) when the cache is long
+#: enough for every split to get a tile of tokens
+TARGET_BLOCKS = 264
+SMEM_LIMIT = 48 * 1024
 
 
 @pyptx.kernel
@@ -43,60 +43,98 @@ def kv_scatter_kernel(cache: f32[:, :, :], src: f32[:], pos: i32):
 @pyptx.kernel
 def decode_attention_kernel(out: f32[:, :], part_ml: f32[:, :, :], part_acc: f32[:, :, :],
                             q: f32[:, :], k_cache: f32[:, :, :], v_cache: f32[:, :, :],
-                            seq_len: i32, chunk: i32, scale: f32,
-                            DPL: pyptx.constexpr, SPLIT: pyptx.constexpr):
-    """One warp per head; tokens [block_idx.y·chunk, +chunk) ∩ [0, seq_len).
+                            seq_len: i32, chunk: i32, scale_log2: f32,
+                            DPL: pyptx.constexpr, TILE: pyptx.constexpr,
+                            GROUP: pyptx.constexpr, VEC: pyptx.constexpr,
+                            SPLIT: pyptx.constexpr):
+    """Block (g, s): the GROUP query heads of KV head g (one warp each) over tokens
+    [s·chunk, (s+1)·chunk) ∩ [0, seq_len), in shared-memory tiles of TILE tokens that all the
+    group's warps read.  Lane j scores token j of a tile (q·k from shared memory), the warp
+    updates its online softmax (base 2: q is pre-scaled by scale·log2 e), and lane l accumulates
+    output dimensions l, l+32, ... (DPL of them) from the tile's V rows.
 
-    SPLIT=False: writes the normalised result to out[head].  SPLIT=True: writes the partial
-    (m, l) to part_ml[head, split] and the unnormalised accumulator to part_acc[head, split].
+    SPLIT=False: out[head] = the normalised result.  SPLIT=True: part_ml[head, s] = (m, l) with m
+    in natural-log units, part_acc[head, s] = the unnormalised accumulator (decode_merge_kernel).
     """
-    head = block_idx.x * (block_dim.x // 32) + thread_idx.x // 32
-    lane = thread_idx.x % 32
-    n_heads = q.shape[0]
+    width = DPL * 32
+    ks = pyptx.shared.array((TILE, width + 1), f32)     # +1: lanes read different rows
+    vs = pyptx.shared.array((TILE, width), f32)
+    qs = pyptx.shared.array((GROUP, width), f32)
+    ps = pyptx.shared.array((GROUP, TILE), f32)
     hd = q.shape[1]
-    if head < n_heads:
-        kvh = head // (n_heads // k_cache.shape[0])
-        split = block_idx.y
-        t0 = split * chunk
-        t1 = min(seq_len, t0 + chunk)
-        qv = pyptx.local.array(DPL, f32)
-        acc = pyptx.local.array(DPL, f32)
+    kvh = block_idx.x
+    split = block_idx.y
+    tid = thread_idx.x
+    lane = tid & 31
+    w = tid >> 5
+    nthreads = GROUP * 32
+    head = kvh * GROUP + w
+    t0 = split * chunk
+    t1 = min(seq_len, t0 + chunk)
+    for e in range(tid, GROUP * hd, nthreads):
+        qs[e // hd, e % hd] = q[kvh * GROUP + e // hd, e % hd] * scale_log2
+    acc = (0.0,) * DPL
+    m = NEG_BIG
+    l = 0.0
+    for tt in range(t0, t1, TILE):
+        pyptx.syncthreads()                 # the previous tile is consumed (and q is stored)
+        if VEC:                             # 128-bit loads: hd % 4 == 0
+            q4 = hd >> 2
+            for e in range(tid, TILE * q4, nthreads):
+                r = e // q4
+                c = (e - r * q4) * 4
+                if tt + r < t1:
+                    kv = pyptx.vload(k_cache, (kvh, tt + r, c), 4)
+                    vv = pyptx.vload(v_cache, (kvh, tt + r, c), 4)
+                else:
+                    kv = (0.0, 0.0, 0.0, 0.0)
+                    vv = (0.0, 0.0, 0.0, 0.0)
+                for x in pyptx.static_range(4):
+                    ks[r, c + x] = kv[x]
+                    vs[r, c + x] = vv[x]
+        else:
+            for e in range(tid, TILE * hd, nthreads):
+                r = e // hd
+                c = e - r * hd
+                ok = tt + r < t1
+                ks[r, c] = k_cache[kvh, tt + r, c] if ok else 0.0
+                vs[r, c] = v_cache[kvh, tt + r, c] if ok else 0.0
+        pyptx.syncthreads()
+        live = lane < TILE and tt + lane < t1
+        s = NEG_BIG
+        if live:
+            s = 0.0
+            for d in range(hd):
+                s += qs[w, d] * ks[lane, d]
+        m_new = max(m, warp_max(s))
+        corr = pyptx.math.fast_exp2(m - m_new)
+        p = pyptx.math.fast_exp2(s - m_new) if live else 0.0
+        l = l * corr + warp_sum(p)
+        if lane < TILE:
+            ps[w, lane] = p
+        pyptx.syncwarp()
+        na = ()
+        for i in pyptx.static_range(DPL):
+            a = acc[i] * corr
+            for j in range(min(TILE, t1 - tt)):
+                a += ps[w, j] * vs[j, lane + 32 * i]
+            na = na + (a,)
+        acc = na
+        m = m_new
+    if SPLIT:
+        if lane == 0:
+            part_ml[head, split, 0] = m * LN2
+            part_ml[head, split, 1] = l
         for i in pyptx.static_range(DPL):
             d = lane + 32 * i
-            qv[i] = q[head, d] * scale if d < hd else 0.0
-            acc[i] = 0.0
-        m = NEG_BIG
-        l = 0.0
-        for t in range(t0, t1):
-            s = 0.0
-            for i in pyptx.static_range(DPL):
-                d = lane + 32 * i
-                if d < hd:
-                    s += qv[i] * k_cache[kvh, t, d]
-            s = warp_sum(s)
-            m_new = max(m, s)
-            corr = pyptx.math.exp(m - m_new)
-            p = pyptx.math.exp(s - m_new)
-            l = l * corr + p
-            for i in pyptx.static_range(DPL):
-                d = lane + 32 * i
-                if d < hd:
-                    acc[i] = acc[i] * corr + p * v_cache[kvh, t, d]
-            m = m_new
-        if SPLIT:
-            if lane == 0:
-                part_ml[head, split, 0] = m
-                part_ml[head, split, 1] = l
-            for i in pyptx.static_range(DPL):
-                d = lane + 32 * i
-                if d < hd:
-                    part_acc[head, split, d] = acc[i]
-        else:
-            inv = 1.0 / l if l > 0.0 else 0.0
-            for i in pyptx.static_range(DPL):
-                d = lane + 32 * i
-                if d < hd:
-                    out[head, d] = acc[i] * inv
+            if d < hd:
+                part_acc[head, split, d] = acc[i]
+    else:
+        inv = 1.0 / l if l > 0.0 else 0.0
+        for i in pyptx.static_range(DPL):
+            d = lane + 32 * i
+            if d < hd:
+                out[head, d] = acc[i] * inv
 
 
 @pyptx.kernel
@@ -176,22 +214,43 @@ def decode_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, se
     q2 = q_in.reshape(n_heads, hd)
     if seq_len == 0:
         return np.zeros(q_in.shape, np.float32)
-    out = np.empty((n_heads, hd), np.float32)
-    if num_splits is None:
-        num_splits = 1 if seq_len <= SPLIT_THRESHOLD else \
-            min(MAX_SPLITS, V.ceil_div(seq_len, SPLIT_CHUNK))
-    num_splits = V.int_scalar(fn, "num_splits", num_splits, 1, 65535)
-    chunk = V.ceil_div(seq_len, num_splits)
-    num_splits = V.ceil_div(seq_len, chunk)          # no empty trailing splits
+    group = n_heads // n_kv
     dpl = V.ceil_div(hd, 32)
-    scale = np.float32(1.0 / math.sqrt(hd))
-    hpb = min(HEADS_PER_BLOCK, n_heads)
-    grid = (V.ceil_div(n_heads, hpb), num_splits)
+    tile = _tile(dpl, group)
+    if tile is None:
+        raise ValueError(f"{fn}: {group} query heads per KV head with head_dim {hd} do not fit "
+                         f"the kernel's shared memory (at most 32 heads per group)")
+    if num_splits is None:
+        num_splits = _auto_splits(seq_len, n_kv, tile)
+    num_splits = V.int_scalar(fn, "num_splits", num_splits, 1, 65535)
+    chunk = V.ceil_div(V.ceil_div(seq_len, num_splits), tile) * tile
+    num_splits = V.ceil_div(seq_len, chunk)          # no empty trailing splits
+    out = np.empty((n_heads, hd), np.float32)
+    scale_log2 = np.float32(LOG2E / math.sqrt(hd))
     split = num_splits > 1
     part_ml = np.empty((n_heads, num_splits, 2) if split else (1, 1, 2), np.float32)
     part_acc = np.empty((n_heads, num_splits, hd) if split else (1, 1, 1), np.float32)
-    decode_attention_kernel[grid, 32 * hpb](out, part_ml, part_acc, q2, k_cache, v_cache,
-                                            seq_len, chunk, scale, dpl, split)
+    decode_attention_kernel[(n_kv, num_splits), 32 * group](
+        out, part_ml, part_acc, q2, k_cache, v_cache, seq_len, chunk, scale_log2, dpl, tile,
+        group, hd % 4 == 0, split)
     if split:
         decode_merge_kernel[V.ceil_div(n_heads * hd, 128), 128](out, part_ml, part_acc)
     return out.reshape(q_in.shape)
+
+
+def _tile(dpl: int, group: int) -> int | None:
+    """Tokens per shared-memory tile: 32 (one per lane) unless K, V, q and p would not fit."""
+    if group > 32:
+        return None
+    width = 32 * dpl
+    for tile in (32, 16, 8):
+        if 4 * (tile * (width + 1) + tile * width + group * width + group * tile) <= SMEM_LIMIT:
+            return tile
+    return None
+
+
+def _auto_splits(seq_len: int, n_kv: int, tile: int) -> int:
+    """Enough splits for TARGET_BLOCKS blocks (n_kv per split), each at least one tile long."""
+    want = V.ceil_div(TARGET_BLOCKS, n_kv)
+    chunk = max(tile, seq_len // want // tile * tile)
+    return V.ceil_div(seq_len, chunk)

@@ -42,7 +42,7 @@ SPECIALISATIONS: tuple[Specialisation, ...] = (
     Specialisation("gemm_tiled", gemm_tiled_kernel),
     Specialisation("kv_scatter", kv_scatter_kernel),
     *(Specialisation(f"decode_attention[DPL={d},SPLIT={s}]", decode_attention_kernel,
-                     {"DPL": d, "SPLIT": s})
+                     {"DPL": d, "TILE": 32, "GROUP": 4, "VEC": True, "SPLIT": s})
       for d in (2, 4) for s in (False, True)),
     Specialisation("decode_merge", decode_merge_kernel),
     Specialisation("rope[neox]", rope_kernel, {"NEOX": True}),

@@ -39,15 +39,16 @@ def test_decode_attention_kernels_write_every_element():
     kc, vc = caches(r, 2, 16, 40)
     q = randn(r, 4, 40)
     ref = decode_ref(q, kc, vc, 13)
-    scale = np.float32(1 / np.sqrt(40))
+    scale = np.float32(1.4426950408889634 / np.sqrt(40))     # scale · log2(e)
     dummy_ml, dummy_acc = np.zeros((1, 1, 2), np.float32), np.zeros((1, 1, 1), np.float32)
     out = poisoned((4, 40))
+    # grid (n_kv, splits), 32 threads per query head of a group; DPL, TILE, GROUP, VEC, SPLIT
     sk.decode_attention_kernel[(2, 1), 64](out, dummy_ml, dummy_acc, q, kc, vc, 13, 13, scale,
-                                           2, False)
+                                           2, 32, 2, True, False)
     np.testing.assert_allclose(out, ref, rtol=RTOL, atol=ATOL)
     part_ml, part_acc = poisoned((4, 3, 2)), poisoned((4, 3, 40))
-    sk.decode_attention_kernel[(1, 3), 128](out, part_ml, part_acc, q, kc, vc, 13, 5, scale,
-                                            2, True)
+    sk.decode_attention_kernel[(2, 3), 64](out, part_ml, part_acc, q, kc, vc, 13, 5, scale,
+                                           2, 8, 2, False, True)
     assert not np.isnan(part_ml).any() and not np.isnan(part_acc).any()
     out = poisoned((4, 40))
     sk.decode_merge_kernel[2, 128](out, part_ml, part_acc)
@@ -110,3 +111,26 @@ def test_decode_attention_llama_preset():
     q = randn(r, 32, 128)
     out = sk.decode_attention(q, kc, vc, 600)
     np.testing.assert_allclose(out, decode_ref(q, kc, vc, 600), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("seq_len", [1, 257, 3000])
+def test_flash_decoding_lengths_with_gqa(seq_len):
+    r = rng(seq_len + 17)
+    kc, vc = caches(r, 2, 3072, 64)
+    q = randn(r, 8, 64, scale=2.0)
+    out = sk.decode_attention(q, kc, vc, seq_len)
+    np.testing.assert_allclose(out, decode_ref(q, kc, vc, seq_len), rtol=1e-4, atol=1e-5)
+
+
+def test_flash_decoding_fills_the_gpu_and_uses_128_bit_loads():
+    """32 heads x 4096 tokens: at least 2 x 132 blocks (MHA or GQA); K/V rows read as v4."""
+    import pyptx
+    from stdlib_kernels import attention as at
+    for n_kv in (32, 8):
+        tile = at._tile(4, 32 // n_kv)
+        splits = at._auto_splits(4096, n_kv, tile)
+        chunk = -(-(-(-4096 // splits)) // tile) * tile
+        assert n_kv * -(-4096 // chunk) >= 2 * 132
+    ptx = pyptx.compile(sk.decode_attention_kernel, constexprs=dict(
+        DPL=4, TILE=32, GROUP=4, VEC=True, SPLIT=True)).ptx
+    assert ptx.count("ld.global.v4.f32") == 2 or ptx.count("ld.global.nc.v4.f32") == 2
