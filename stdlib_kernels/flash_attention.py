@@ -46,7 +46,9 @@ TC_MAX_D = 128
 def _load_rows(buf: u16[:, :, :], slot0: i32, src: u16[:, :, :], head: i32, row0: i32,
                nrows: pyptx.constexpr, D: pyptx.constexpr, tid: i32):
     """Rows [row0, row0 + nrows) of src[head] -> buf slots slot0, slot0 + 1, ... (BKV rows each),
-    16 bytes per cp_async; rows past the end of src are zero-filled."""
+    16 bytes per cp_async.  A row past the end of src is a copy of the last row instead: its
+    scores are masked (K), its probabilities are 0 (V) and its outputs are not stored (Q), so it
+    only has to be finite - no zero-fill branch in the pipeline."""
     seq = src.shape[1]
     cpr = D // 8                # 16-byte chunks per row; shifts when a power of two
     sh = 1 if cpr == 2 else (2 if cpr == 4 else (3 if cpr == 8 else (4 if cpr == 16 else 0)))
@@ -58,11 +60,7 @@ def _load_rows(buf: u16[:, :, :], slot0: i32, src: u16[:, :, :], head: i32, row0
             col = ((c & (cpr - 1)) if sh else c % cpr) * 8
             slot = slot0 + (r >> 5)             # BKV = 32 rows per slot
             rr = r & (BKV - 1)
-            if row0 + r < seq:
-                pyptx.cp_async(buf, (slot, rr, col), src, (head, row0 + r, col), 16)
-            else:
-                for e in pyptx.static_range(8):
-                    buf[slot, rr, col + e] = 0
+            pyptx.cp_async(buf, (slot, rr, col), src, (head, min(row0 + r, seq - 1), col), 16)
 
 
 @pyptx.func
