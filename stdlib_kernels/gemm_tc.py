@@ -32,10 +32,15 @@ def _stage_a(sa: u16[:, :, :], a: u16[:, :], st: i32, m0: i32, k0: i32, tid: i32
     """Copy A[m0:m0+64, k0:k0+32] into stage `st` (two 8-half chunks per thread)."""
     m = a.shape[0]
     k = a.shape[1]
+    if vec and m0 + BM <= m and k0 + BK <= k:        # block-uniform: an interior tile
+        for i in pyptx.static_range(2):
+            c = tid + THREADS * i
+            pyptx.cp_async(sa, (st, c >> 2, (c & 3) * 8), a, (m0 + (c >> 2), k0 + (c & 3) * 8), 16)
+        return
     for i in pyptx.static_range(2):
         c = tid + THREADS * i
-        r = c // 4
-        col = (c % 4) * 8
+        r = c >> 2
+        col = (c & 3) * 8
         gr = m0 + r
         gc = k0 + col
         if vec and gr < m and gc + 8 <= k:
@@ -51,10 +56,15 @@ def _stage_b(sb: u16[:, :, :], b: u16[:, :], st: i32, k0: i32, n0: i32, tid: i32
     """Copy B[k0:k0+32, n0:n0+64] into stage `st` (two 8-half chunks per thread)."""
     k = b.shape[0]
     n = b.shape[1]
+    if vec and k0 + BK <= k and n0 + BN <= n:        # block-uniform: an interior tile
+        for i in pyptx.static_range(2):
+            c = tid + THREADS * i
+            pyptx.cp_async(sb, (st, c >> 3, (c & 7) * 8), b, (k0 + (c >> 3), n0 + (c & 7) * 8), 16)
+        return
     for i in pyptx.static_range(2):
         c = tid + THREADS * i
-        r = c // 8
-        col = (c % 8) * 8
+        r = c >> 3
+        col = (c & 7) * 8
         gr = k0 + r
         gc = n0 + col
         if vec and gr < k and gc + 8 <= n:
@@ -90,14 +100,14 @@ def gemm_tc_kernel(c: f32[:, :], a: u16[:, :], b: u16[:, :], bf: pyptx.constexpr
     sb = pyptx.shared.array((2, BK, BN + PAD), u16)
     k = a.shape[1]
     tid = thread_idx.x
-    lane = tid % 32
-    warp = tid // 32
-    wm = (warp // 2) * 32
-    wn = (warp % 2) * 32
+    lane = tid & 31                 # shifts and masks: tid is never negative
+    warp = tid >> 5
+    wm = (warp >> 1) * 32
+    wn = (warp & 1) * 32
     m0 = block_idx.y * BM
     n0 = block_idx.x * BN
-    lr = lane % 16
-    lc = (lane // 16) * 8
+    lr = lane & 15
+    lc = (lane >> 4) * 8
     z = (0.0, 0.0, 0.0, 0.0)
     c00 = z
     c01 = z
@@ -112,7 +122,7 @@ def gemm_tc_kernel(c: f32[:, :], a: u16[:, :], b: u16[:, :], bf: pyptx.constexpr
     _stage_b(sb, b, 0, 0, n0, tid, b_vec)
     pyptx.cp_async_wait(1)
     for t in range(ntiles):
-        s = t % 2
+        s = t & 1
         if t + 1 < ntiles:
             _stage_a(sa, a, 1 - s, m0, (t + 1) * BK, tid, a_vec)
             _stage_b(sb, b, 1 - s, (t + 1) * BK, n0, tid, b_vec)
@@ -133,8 +143,8 @@ def gemm_tc_kernel(c: f32[:, :], a: u16[:, :], b: u16[:, :], bf: pyptx.constexpr
             c12 = pyptx.mma_sync(a1, (b23[0], b23[1]), c12, atype="bf16" if bf else "f16")
             c13 = pyptx.mma_sync(a1, (b23[2], b23[3]), c13, atype="bf16" if bf else "f16")
         pyptx.syncthreads()
-    row = m0 + wm + lane // 4
-    col = n0 + wn + (lane % 4) * 2
+    row = m0 + wm + (lane >> 2)
+    col = n0 + wn + (lane & 3) * 2
     _store_tile(c, row, col, c00[0], c00[1], c00[2], c00[3])
     _store_tile(c, row, col + 8, c01[0], c01[1], c01[2], c01[3])
     _store_tile(c, row, col + 16, c02[0], c02[1], c02[2], c02[3])
