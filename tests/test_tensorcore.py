@@ -359,3 +359,56 @@ def _compile_body(body: str):
 def test_bad_arguments_are_compile_errors(body, msg):
     with pytest.raises(pyptx.CompileError, match=msg):
         _compile_body(body)
+
+
+@pyptx.kernel
+def bf16_scalar_param(out: f32[:], b: bf16):
+    out[0] = f32(b) * 2.0
+
+
+def test_bf16_scalar_parameter():
+    out = np.full(1, np.nan, np.float32)
+    bf16_scalar_param[1, 1](out, 1.00390625)          # rounds to 1.0 (tie to even)
+    assert out[0] == 2.0
+    with pytest.raises(pyptx.LaunchError, match="b"):
+        bf16_scalar_param[1, 1](out, 1e39)
+
+
+@pyptx.kernel
+def cp_async_deferred(before: f32[:], after: f32[:], x: f32[:]):
+    s = pyptx.shared.array(64, f32)
+    t = thread_idx.x
+    s[t] = -1.0
+    pyptx.cp_async(s, t, x, t, 4)
+    before[t] = s[t]                    # not waited for yet: the executor still has -1
+    pyptx.cp_async_wait(0)
+    after[t] = s[t]
+
+
+def test_cp_async_lands_at_the_wait():
+    """The executor models the asynchrony: bytes move when wait_group retires the group."""
+    x = rng.standard_normal(64).astype(np.float32)
+    before = np.full(64, np.nan, np.float32)
+    after = np.full(64, np.nan, np.float32)
+    cp_async_deferred[1, 64](before, after, x)
+    np.testing.assert_array_equal(before, -1.0)
+    np.testing.assert_array_equal(after, x)
+
+
+@pyptx.kernel
+def ldmatrix_at(out: u32[:], m: u16[:], row: i32):
+    s = pyptx.shared.array((16, 8), u16)
+    l = thread_idx.x
+    for c in range(4):
+        s[l // 2, (l % 2) * 4 + c] = m[l * 4 + c]
+    pyptx.syncthreads()
+    r = pyptx.ldmatrix(s, (row + l % 16, 0), count=2)
+    out[l] = r[0] ^ r[1]
+
+
+def test_ldmatrix_memcheck():
+    m = rng.integers(0, 2**16, 128, dtype=np.uint16)
+    out = np.zeros(32, np.uint32)
+    ldmatrix_at[1, 32](out, m, 0)
+    with pytest.raises(pyptx.MemoryFault, match="shared"):
+        ldmatrix_at[1, 32](out, m, 1)             # lane 15 addresses row 16 of 16

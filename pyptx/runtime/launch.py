@@ -506,13 +506,16 @@ def _int_checker(name, t, kname):
 
 
 #: smallest magnitude that rounds to infinity in each float type (round-to-nearest-even)
-_FLOAT_OVERFLOW = {"f16": 65520.0, "f32": 2.0**128 - 2.0**103, "f64": math.inf}
+_FLOAT_OVERFLOW = {"f16": 65520.0, "f32": 2.0**128 - 2.0**103, "f64": math.inf,
+                   "bf16": 2.0**128 - 2.0**119}
 
 
 def _float_checker(name, t, kname):
     lim = _FLOAT_OVERFLOW[t.name]
     conv = t.dtype.type if t.name != "f64" else float
     tname = t.dtype.name
+    if t.name == "bf16":            # passed as its bit pattern (the host form of bf16)
+        conv, tname = t, "bf16"
 
     def check(v, out):
         if type(v) is not float:
