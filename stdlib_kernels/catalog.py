@@ -55,6 +55,6 @@ SPECIALISATIONS: tuple[Specialisation, ...] = (
                      flash_attention_tc_kernel, {"D": d, "causal": c, "bf": bf})
       for d in (64, 128) for c in (False, True) for bf in (False, True)),
     *(Specialisation(f"flash_attention_f32[DPL={dpl},causal={c}]", flash_attention_f32_kernel,
-                     {"DPL": dpl, "KT": 32 if dpl <= 4 else 16, "causal": c})
+                     {"DPL": dpl, "KT": 32 if dpl <= 4 else 16, "causal": c, "VEC": True})
       for dpl in (2, 4) for c in (False, True)),
 )

@@ -222,8 +222,9 @@ SIMT_KT = 32
 def flash_attention_f32_kernel(out: f32[:, :, :], q: f32[:, :, :], k: f32[:, :, :],
                                v: f32[:, :, :], group: i32, scale_log2: f32,
                                DPL: pyptx.constexpr, KT: pyptx.constexpr,
-                               causal: pyptx.constexpr):
-    """One warp per query row (8 rows per block), K/V tiles of KT keys shared in shared memory."""
+                               causal: pyptx.constexpr, VEC: pyptx.constexpr):
+    """One warp per query row (8 rows per block), K/V tiles of KT keys shared in shared memory,
+    loaded with 128-bit vloads when VEC (head_dim % 4 == 0)."""
     ks = pyptx.shared.array((KT, DPL * 32), f32)
     vs = pyptx.shared.array((KT, DPL * 32), f32)
     sq = q.shape[1]
@@ -249,14 +250,34 @@ def flash_attention_f32_kernel(out: f32[:, :, :], q: f32[:, :, :], k: f32[:, :, 
         kv_end = min(sk, q0 + SIMT_WARPS + sk - sq)
     last = row + sk - sq if causal else sk - 1
     width = DPL * 32
+    nthreads = SIMT_WARPS * 32
+    if VEC:                     # columns d..width-1 are never loaded: zero them once
+        for e in range(tid, KT * width, nthreads):
+            ks[e // width, e % width] = 0.0
+            vs[e // width, e % width] = 0.0
     for t0 in range(0, kv_end, KT):
         pyptx.syncthreads()
-        for e in range(tid, KT * width, SIMT_WARPS * 32):
-            r = e // width
-            c = e % width
-            ok = t0 + r < sk and c < d
-            ks[r, c] = k[kvh, t0 + r, c] if ok else 0.0
-            vs[r, c] = v[kvh, t0 + r, c] if ok else 0.0
+        if VEC:
+            q4 = d >> 2
+            for e in range(tid, KT * q4, nthreads):
+                r = e // q4
+                c = (e - r * q4) * 4
+                if t0 + r < sk:
+                    kx = pyptx.vload(k, (kvh, t0 + r, c), 4)
+                    vx = pyptx.vload(v, (kvh, t0 + r, c), 4)
+                else:
+                    kx = (0.0, 0.0, 0.0, 0.0)
+                    vx = (0.0, 0.0, 0.0, 0.0)
+                for x in pyptx.static_range(4):
+                    ks[r, c + x] = kx[x]
+                    vs[r, c + x] = vx[x]
+        else:
+            for e in range(tid, KT * width, nthreads):
+                r = e // width
+                c = e % width
+                ok = t0 + r < sk and c < d
+                ks[r, c] = k[kvh, t0 + r, c] if ok else 0.0
+                vs[r, c] = v[kvh, t0 + r, c] if ok else 0.0
         pyptx.syncthreads()
         for j in range(min(KT, kv_end - t0)):
             if t0 + j <= last:                       # warp-uniform: one row per warp
@@ -338,7 +359,7 @@ def flash_attention_arrays(kind: str, q3: np.ndarray, k3: np.ndarray, v3: np.nda
             dpl = V.ceil_div(d, 32)
             kt = SIMT_KT if dpl <= 4 else SIMT_KT // 2
             flash_attention_f32_kernel[(V.ceil_div(sq, SIMT_WARPS), bh), SIMT_WARPS * 32](
-                out, q3, k3, v3, group, scale_log2, dpl, kt, bool(causal))
+                out, q3, k3, v3, group, scale_log2, dpl, kt, bool(causal), d % 4 == 0)
         return out
     if d % 16 or d > TC_MAX_D:
         raise ValueError(f"flash_attention: float16/bfloat16 head_dim must be a multiple of 16 "
