@@ -55,3 +55,11 @@ def test_empty_and_validation():
         sk.gemm(np.ones((4, 4), np.float32), np.ones((4, 4), np.float16), "tensor_core")
     with pytest.raises(ValueError, match="b"):
         sk.gemm(np.ones((4, 4), np.float16), np.ones((5, 4), np.float16), "tensor_core")
+
+
+@pytest.mark.slow
+def test_larger_f16():
+    a = rng.standard_normal((300, 257)).astype(np.float16)
+    b = rng.standard_normal((257, 200)).astype(np.float16)
+    assert _rel_err(sk.gemm(a, b, variant="tensor_core"),
+                    a.astype(np.float64) @ b.astype(np.float64)) < 2e-3
