@@ -27,6 +27,9 @@ _LAZY = {
     "to_device": "pyptx.runtime.device_array",
     "DeviceArray": "pyptx.runtime.device_array",
     "math": None,          # the pyptx.math submodule itself
+    "sanitize": "pyptx.runtime.checking",
+    "profile": "pyptx.runtime.checking",
+    "SanitizerError": "pyptx.errors",
 }
 
 

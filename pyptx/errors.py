@@ -65,3 +65,21 @@ class MemoryFault(PyptxError):
 
 class ToolchainError(PyptxError):
     """No ptxas was found, or ptxas rejected the PTX."""
+
+
+class SanitizerError(MemoryFault):
+    """A checked launch (`pyptx.sanitize`) found a data race (`.kind == "race"`) or a read of
+    shared/local memory that nothing wrote in this launch (`.kind == "uninitialized"`).
+
+    Besides MemoryFault's fields (the thread that made the second access) it carries the other
+    access of a race: `other_block`, `other_thread`, `other_ptx_line`, `other_source_line`."""
+
+    def __init__(self, message: str, *, kind: str, other_block=None, other_thread=None,
+                 other_ptx_line: int | None = None, other_source_line: int | None = None,
+                 **fields):
+        super().__init__(message, **fields)
+        self.kind = kind
+        self.other_block = other_block
+        self.other_thread = other_thread
+        self.other_ptx_line = other_ptx_line
+        self.other_source_line = other_source_line

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import types as T
 from ..errors import DeviceError, LaunchError
-from . import profile
+from . import checking, profile
 from .device_array import DeviceArray
 
 _MAX_BLOCK = (1024, 1024, 64)
@@ -129,7 +129,8 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
     """Check everything, compile (cached), then run `kernel` over `grid` × `block`."""
     g = _dims(grid, "grid")
     b = _dims(block, "block")
-    dev = device()
+    chk = checking.current()            # None unless pyptx.sanitize / pyptx.profile is on
+    dev = "cpu" if chk is not None and chk.sanitizing else device()
     binder = kernel.__dict__.get("_pyptx_binder")
     if binder is None or binder.generation != _generation[0]:
         binder = kernel.__dict__["_pyptx_binder"] = _Binder(kernel)
@@ -145,10 +146,15 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
         elif plan.static_shared > plan.shared_limit:
             _check_shared(plan, 0, dev)
         if dev == "cpu":
-            _cpu_launch()(plan.ck.ptx, plan.ck.name, g, b, flat, shared_mem)
+            extra = {} if chk is None else {"checks": chk}
+            _cpu_launch()(plan.ck.ptx, plan.ck.name, g, b, flat, shared_mem, **extra)
         else:
             from . import gpu
-            gpu.launch(plan.ck, g, b, flat, shared_mem, stream)
+            if chk is None:
+                gpu.launch(plan.ck, g, b, flat, shared_mem, stream)
+            else:
+                checking.gpu_timed(chk, plan.ck.name, g, b, lambda: gpu.launch(
+                    plan.ck, g, b, flat, shared_mem, stream), stream)
     except BaseException:
         flat.clear()      # release consumed DLPack tensors now, not when the traceback dies
         raise

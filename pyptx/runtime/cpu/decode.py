@@ -19,11 +19,13 @@ ROUNDING = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi")
 
 
 class Op:
-    __slots__ = ("run", "kind", "gslot", "gneg", "target", "instr", "mask")
+    # probe: None, or (checked launches only) f(st, lanes, taken) that the scheduler calls when
+    # a branch/exit executes or a barrier releases (ops without a `run` of their own)
+    __slots__ = ("run", "kind", "gslot", "gneg", "target", "instr", "mask", "probe")
 
     def __init__(self, run, kind=NORMAL, target=None, mask=None):
         self.run, self.kind, self.target, self.mask = run, kind, target, mask
-        self.gslot, self.gneg, self.instr = None, False, None
+        self.gslot, self.gneg, self.instr, self.probe = None, False, None, None
 
 
 def types_of(parts):
@@ -373,4 +375,7 @@ def decode(ctx: Ctx, ins) -> Op:
         if ctx.reg_type(reg) != "pred":
             ctx.error(f"guard {reg} is not a predicate")
         op.gslot, op.gneg = ctx.slot(reg, np.bool_), neg
+    if ctx.mode is not None:            # a checked launch's copy of the program
+        from .instrument import instrument_op
+        instrument_op(ctx, op, parts)
     return op

@@ -156,6 +156,9 @@ def run(st: State):
                     continue
                 partial = sel is not live and (sel is None or live is None or
                                                sel.size != live.size)
+                if op.probe is not None and not (partial and (kind == BARRIER or (
+                        kind == BRANCH and sel.size))):      # else the divergent loop probes
+                    op.probe(st, live, sel)
                 if kind == BRANCH:
                     if not partial:
                         pc = op.target
@@ -217,6 +220,8 @@ def _divergent(st, ops, key):
                     op.run(st, act)
                 key[sel] = m + 1
             elif kind == BRANCH:
+                if op.probe is not None:
+                    op.probe(st, sel, act)
                 key[sel] = m + 1
                 key[act] = op.target
             elif kind == WARPSYNC:
@@ -229,6 +234,8 @@ def _divergent(st, ops, key):
                     wmask[st.warp_id[act]] = mv
                     n_wait -= _release_warps(st, op, key, barpc, wmask, m, np.unique(st.warp_id[act]))
             elif kind == EXIT:
+                if op.probe is not None:
+                    op.probe(st, sel, act)
                 key[sel] = m + 1
                 key[act] = EXITED
                 n_exited += act.size
@@ -243,6 +250,8 @@ def _divergent(st, ops, key):
                     done = np.flatnonzero(cnt == st.tpb)
                     if done.size:
                         rel = at & np.isin(st.blk, done)
+                        if op.probe is not None:
+                            op.probe(st, np.flatnonzero(rel), None)
                         key[rel] = m + 1
                         n_wait -= int(rel.sum())
         except Fault as f:

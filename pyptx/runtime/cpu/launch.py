@@ -7,8 +7,10 @@ import numpy as np
 
 from ...errors import LaunchError
 from .executor import STATE_CACHE_BYTES, State, batch_blocks, run
+from .instrument import Mode, Monitor
 from .memory import GlobalHeap
 from .operands import DTYPES
+from .progress import Progress
 from .program import program
 
 
@@ -43,10 +45,16 @@ def _scalar(value, ptx_type: str, name: str):
     return np.array(iv & ((1 << (8 * dt.itemsize)) - 1), f"u{dt.itemsize}").view(dt)[()]
 
 
-def launch(ptx_text: str, entry: str, grid, block, args, shared_mem: int = 0):
+def launch(ptx_text: str, entry: str, grid, block, args, shared_mem: int = 0, checks=None):
     """Run `entry` of `ptx_text` over grid x block threads; writable ArrayArgs are updated in
-    place after a successful run (never on a fault)."""
-    code = program(ptx_text).entry(entry)
+    place after a successful run (never on a fault or an interrupt).
+
+    `checks` (runtime.checking.Checks, or None for a plain launch): run an instrumented copy of
+    the program with the sanitizer and/or profiler counters (instrument.py)."""
+    mode = None
+    if checks is not None:
+        mode = Mode(checks.race, checks.init, bool(checks.profilers))
+    code = program(ptx_text, mode).entry(entry)
     grid, block = _dim3(grid, "grid"), _dim3(block, "block")
     if len(args) != len(code.params):
         raise LaunchError(f"kernel '{entry}' takes {len(code.params)} parameters, "
@@ -68,16 +76,28 @@ def launch(ptx_text: str, entry: str, grid, block, args, shared_mem: int = 0):
     n_blocks = grid[0] * grid[1] * grid[2]
     bpb = batch_blocks(code, tpb, n_blocks, shared_mem)
     cache = code.__dict__.setdefault("states", {})
-    with np.errstate(all="ignore"):
-        for b0 in range(0, n_blocks, bpb):
-            nb = min(bpb, n_blocks - b0)
-            key = (grid, block, b0, nb, int(shared_mem))
-            st = cache.pop(key, None)       # popped while in use: safe for concurrent launches
-            st = st.reuse(heap, params) if st is not None else \
-                State(code, heap, params, grid, block, b0, nb, int(shared_mem))
-            run(st)
-            if st.nbytes <= STATE_CACHE_BYTES and len(cache) < 4:
-                cache[key] = st
+    monitor = None if mode is None else Monitor(code, heap, checks, ptx_text, grid, block)
+    bar = Progress(entry, n_blocks)
+    try:
+        with np.errstate(all="ignore"):
+            for b0 in range(0, n_blocks, bpb):
+                nb = min(bpb, n_blocks - b0)
+                key = (grid, block, b0, nb, int(shared_mem))
+                st = cache.pop(key, None)   # popped while in use: safe for concurrent launches
+                st = st.reuse(heap, params) if st is not None else \
+                    State(code, heap, params, grid, block, b0, nb, int(shared_mem))
+                if monitor is not None:
+                    monitor.start_batch(st)
+                run(st)
+                if st.nbytes <= STATE_CACHE_BYTES and len(cache) < 4:
+                    cache[key] = st
+                bar.update(b0 + nb)
+    except KeyboardInterrupt:
+        bar.close(interrupted=True)
+        raise
+    bar.close()
+    if monitor is not None and monitor.counters is not None:
+        checks.record(monitor.counters.record(entry, grid, block))
     for (name, typ), a in zip(code.params, args):
         if isinstance(a, ArrayArg) and a.writable:
             heap.read_back(arg_index[name], a.array)

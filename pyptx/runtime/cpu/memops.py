@@ -45,8 +45,13 @@ def address(ctx, op):
     return lambda st, sel: np.int64(sym(st, sel)) + off64
 
 
-def locate(ctx, space):
-    """space -> f(st, sel, addr, nbytes) -> (buffer views, checked byte index array)."""
+def locate(ctx, space, access="read"):
+    """space -> f(st, sel, addr, nbytes) -> (buffer views, checked byte index array).
+
+    The one path from an address to memory: every instruction that touches global, shared or
+    local memory gets its bytes here.  `access` ("read", "write" or "atomic") says what the
+    instruction does with them; a checked launch (ctx.mode) wraps each state space's function
+    so the sanitizer and the profiler see every access (instrument.track_access)."""
     def glob(st, sel, a, nbytes):
         if np.ndim(a) == 0:
             a = np.full(st.T if sel is None else len(sel), a, np.int64)
@@ -69,6 +74,10 @@ def locate(ctx, space):
             return local(st, sel, a - LOCAL_WINDOW, nbytes)
         return glob(st, sel, a, nbytes)
 
+    if ctx.mode is not None:
+        from .instrument import track_access
+        glob, shared, local = (track_access(ctx, sp, access, f) for sp, f in
+                               (("global", glob), ("shared", shared), ("local", local)))
     table = {"global": glob, "const": glob, "shared": shared, "local": local, "generic": generic}
     if space not in table:
         ctx.error(f"state space .{space} not supported here")
@@ -134,7 +143,7 @@ def build_st(ctx, ins, parts):
         r0 = rs[0]
         return lambda st, sel: w(st, sel, r0(st, sel))
     addr = address(ctx, dst)
-    loc = locate(ctx, space)
+    loc = locate(ctx, space, "write")
     size = dt.itemsize
     shift = size.bit_length() - 1
     udt = _UDT[size]
@@ -224,7 +233,7 @@ def build_atom(ctx, ins, parts):
     addr = address(ctx, rest[0])
     b = reader(ctx, rest[1], typ)
     c = reader(ctx, rest[2], typ) if len(rest) > 2 else None
-    loc = locate(ctx, space)
+    loc = locate(ctx, space, "atomic")
     size = dt.itemsize
     shift = size.bit_length() - 1
 

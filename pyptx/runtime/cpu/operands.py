@@ -59,6 +59,8 @@ class Ctx:
         self.local_syms = local_syms      # name -> offset in the thread's local row
         self.global_syms = global_syms    # names living in the global heap
         self.instr = None
+        self.mode = None                  # instrument.Mode of a checked launch's decode
+        self.sites: list = []             # Instr of each instrumented access (checked only)
 
     def error(self, msg: str):
         i = self.instr

@@ -18,7 +18,7 @@ def _align(x: int, a: int) -> int:
 class EntryCode:
     """Everything the executor needs for one `.entry`."""
 
-    def __init__(self, module, entry):
+    def __init__(self, module, entry, mode=None):
         self.name = entry.name
         self.params = entry.params
         self.reg_types = entry.regs
@@ -50,6 +50,7 @@ class EntryCode:
         self.global_vars = [v for v in module.globals if v.space in ("global", "const")]
         global_syms = {v.name for v in self.global_vars}
         ctx = Ctx(entry, self.shared_syms, self.local_syms, global_syms)
+        ctx.mode = self.mode = mode
         labels, ops = {}, []
         for item in entry.body:
             if isinstance(item, str):
@@ -65,6 +66,7 @@ class EntryCode:
         ops.append(decode(ctx, _implicit_ret(entry)))   # falling off the end returns
         self.ops = ops
         self.slots = list(ctx.slots)        # [(reg, dtype)] in slot order
+        self.sites = ctx.sites              # checked launches: Instr of each instrumented site
 
 
 def _implicit_ret(entry):
@@ -73,9 +75,10 @@ def _implicit_ret(entry):
 
 
 class Program:
-    def __init__(self, text: str):
+    def __init__(self, text: str, mode=None):
         self.module = parse(text)
         self.entries: dict = {}
+        self.mode = mode
 
     def entry(self, name: str) -> EntryCode:
         code = self.entries.get(name)
@@ -84,14 +87,17 @@ class Program:
             if e is None:
                 raise LaunchError(f"PTX has no entry '{name}' (entries: "
                                   f"{', '.join(self.module.entries) or 'none'})")
-            code = self.entries[name] = EntryCode(self.module, e)
+            code = self.entries[name] = EntryCode(self.module, e, self.mode)
         return code
 
 
-def program(text: str) -> Program:
-    p = _CACHE.get(text)
+def program(text: str, mode=None) -> Program:
+    """The decoded program of `text`; `mode` (an instrument.Mode) gives a checked launch its
+    own instrumented copy, so the plain copy never carries a check."""
+    key = text if mode is None else (text, mode)
+    p = _CACHE.get(key)
     if p is None:
         if len(_CACHE) >= _CACHE_MAX:
             _CACHE.pop(next(iter(_CACHE)))
-        p = _CACHE[text] = Program(text)
+        p = _CACHE[key] = Program(text, mode)
     return p

@@ -1,0 +1,118 @@
+"""Decode-time instrumentation of a checked launch (`pyptx.sanitize`, `pyptx.profile`).
+
+The plain path never pays for checks: `program(text)` decodes ops without any hook.  A checked
+launch decodes the same text again, as `program(text, Mode(...))`, and two hooks are woven in
+while its ops are built:
+
+* `track_access` — the choke point of the memory layer.  `memops.locate()` (the one function
+  turning an address into bytes of global, shared or local memory, used by ld/st/atom/red and by
+  any later memory instruction that asks it for bytes) wraps its per-space functions with it,
+  so every access reaches `Monitor.access` with its lanes, byte indices, size and kind.
+* `instrument_op` — counts each executed op (profile) and marks warp-synchronising ops
+  (shfl/vote/bar.warp.sync) for the sanitizer; ops the scheduler runs itself (branch, exit,
+  barrier) get an `Op.probe` the executor calls when they execute or release.
+
+`Monitor` is the per-launch object (`st.monitor`) that fans these events out to the sanitizer
+(`sanitizer.py`) and the profiler counters (`counters.py`).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .decode import BARRIER, WARPSYNC, types_of
+from .operands import DTYPES
+
+
+class Mode(NamedTuple):
+    race: bool
+    init: bool
+    profile: bool
+
+
+_SFU = {"ex2", "lg2", "sin", "cos", "tanh", "rsqrt"}
+_CLASS = {"bra": "control", "ret": "control", "exit": "control", "bar": "sync",
+          "barrier": "sync", "membar": "sync", "fence": "sync", "shfl": "warp", "vote": "warp",
+          "activemask": "warp", "cvt": "convert", "mov": "move", "cvta": "move",
+          "call": "call", "nop": "other"}
+_MEMORY = {"ld": "ld", "ldu": "ld", "st": "st", "atom": "atom", "red": "atom"}
+_FLOPS = {"add": 1, "sub": 1, "mul": 1, "fma": 2, "mad": 2}
+
+
+def classify(parts) -> tuple:
+    """(instruction class, flops per thread) of an opcode split at its dots."""
+    base = parts[0]
+    if base in _MEMORY:
+        space = next((p for p in parts[1:] if p in ("global", "shared", "local", "param",
+                                                    "const")), "generic")
+        return f"{_MEMORY[base]}.{space}", 0
+    if base == "bar" and "warp" in parts:
+        return "warp", 0
+    if base in _CLASS:
+        return _CLASS[base], 0
+    if base in _SFU or "approx" in parts:
+        return "sfu", 0
+    types = types_of(parts)
+    dt = DTYPES[types[-1]] if types else None
+    if dt is not None and dt.kind == "f":
+        return f"fp{8 * dt.itemsize}", _FLOPS.get(base, 0)
+    return "int", 0
+
+
+def track_access(ctx, space: str, access: str, locate_fn):
+    """Wrap one state space's locate function so the monitor sees every access it checks."""
+    site = len(ctx.sites)
+    ctx.sites.append(ctx.instr)
+
+    def tracked(st, sel, a, nbytes):
+        views, idx = locate_fn(st, sel, a, nbytes)
+        st.monitor.access(st, space, sel, idx, nbytes, access, site)
+        return views, idx
+    return tracked
+
+
+def instrument_op(ctx, op, parts) -> None:
+    cls, flops = classify(parts)
+    if op.run is not None:
+        inner, sync = op.run, op.kind == WARPSYNC
+
+        def run(st, sel):
+            inner(st, sel)
+            st.monitor.executed(st, sel, cls, flops, sync)
+        op.run = run
+    else:
+        kind = op.kind
+        op.probe = lambda st, lanes, taken: st.monitor.control(st, kind, cls, lanes, taken)
+
+
+class Monitor:
+    """Per checked launch: routes executor events to the sanitizer and/or the counters."""
+
+    def __init__(self, code, heap, checks, ptx_text: str, grid, block):
+        from .counters import Counters
+        from .sanitizer import Sanitizer
+        self.sanitizer = (Sanitizer(code, heap, checks.race, checks.init, ptx_text, grid, block)
+                          if checks.race or checks.init else None)
+        self.counters = Counters() if checks.profilers else None
+
+    def start_batch(self, st) -> None:
+        st.monitor = self
+        if self.sanitizer is not None:
+            self.sanitizer.start_batch(st)
+
+    def executed(self, st, sel, cls, flops, sync) -> None:
+        if self.counters is not None:
+            self.counters.executed(st, sel, cls, flops)
+        if sync and self.sanitizer is not None:
+            self.sanitizer.warp_sync(st, sel)
+
+    def control(self, st, kind, cls, lanes, taken) -> None:
+        if self.counters is not None:
+            self.counters.control(st, kind, cls, lanes, taken)
+        if kind == BARRIER and self.sanitizer is not None:
+            self.sanitizer.barrier(st, lanes)
+
+    def access(self, st, space, sel, idx, nbytes, access, site) -> None:
+        if self.counters is not None:
+            self.counters.memory(st, space, sel, idx, nbytes)
+        if self.sanitizer is not None:
+            self.sanitizer.access(st, space, sel, idx, nbytes, access, site)
