@@ -44,12 +44,12 @@ class Progress:
     def __init__(self, kernel: str, total_blocks: int):
         self.kernel, self.total = kernel, total_blocks
         self.t0 = clock()
-        self.shown = False
+        self.shown = self.silent = False
         self.last = None
 
     def update(self, done_blocks: int) -> None:
         """After each batch: `done_blocks` of `total` have run."""
-        if done_blocks >= self.total:
+        if done_blocks >= self.total or self.silent:
             return
         now = clock()
         elapsed = now - self.t0
@@ -57,7 +57,7 @@ class Progress:
             if elapsed < MIN_ELAPSED_S or elapsed * self.total / done_blocks < LONG_S:
                 return
             if not _enabled():
-                self.update = lambda done_blocks: None      # long, but nobody wants a bar
+                self.silent = True          # long, but nobody wants a bar
                 return
             self.shown = True
         elif self.last is not None and now - self.last < REDRAW_S:
