@@ -95,10 +95,12 @@ class Profile:
         if classes:
             lines.append("")
             lines.append("warp instructions by class:")
-            for r in self.launches:
+            for i, r in enumerate(self.launches):
+                if r.instructions is None:
+                    continue
                 mix = ", ".join(f"{k} {r.instructions[k]:,}" for k in classes
                                 if r.instructions.get(k))
-                lines.append(f"  {r.kernel}: {mix}")
+                lines.append(f"  [{i}] {r.kernel}: {mix}")
         return "\n".join(lines)
 
     __repr__ = __str__

@@ -1,0 +1,27 @@
+"""Every script in examples/ runs to completion on the CPU executor (each asserts its own
+results), in a fresh interpreter as a user would run it."""
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+
+
+def test_there_are_examples():
+    assert any(p.name == "sanitize_profile.py" for p in EXAMPLES)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_runs(path):
+    env = dict(os.environ, PYPTX_DEVICE="cpu",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("PYPTX_SANITIZE", None)
+    res = subprocess.run([sys.executable, str(path)], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, f"{path.name} failed:\n{res.stdout}\n{res.stderr}"
