@@ -189,3 +189,26 @@ def test_profile_on_a_gpu_records_event_time_and_no_counters(monkeypatch):
     finally:
         gc.collect()
         driver.set_driver(prev)
+
+
+@pyptx.kernel
+def copy4(out: f32[:], x: f32[:], OVERLAP: pyptx.constexpr):
+    i = (pyptx.block_idx.x * pyptx.block_dim.x + pyptx.thread_idx.x) * 4
+    a, b, c, d = pyptx.vload(x, i, 4)
+    pyptx.vstore(out, i - OVERLAP * 4 * pyptx.block_idx.x, (a, b, c, d))
+
+
+def test_128_bit_vector_accesses_go_through_the_same_tracking():
+    n = 1024
+    x, out = rng.standard_normal(n).astype(np.float32), np.full(n, np.nan, np.float32)
+    r = _profile(lambda: copy4[2, 128](out, x, 0))
+    np.testing.assert_array_equal(out, x)
+    assert r.global_bytes == 2 * 4 * n
+    assert r.global_sectors == 2 * n * 4 // 32 and r.coalescing == 1.0
+    assert r.instructions["ld.global"] == r.instructions["st.global"] == 256 // 32
+    # block 1 shifted back by one vector overlaps block 0's last store: a cross-block race
+    with pytest.raises(pyptx.SanitizerError) as ei:
+        with pyptx.sanitize(race=True, init=False):
+            copy4[2, 128](out, x, 1)
+    assert ei.value.kind == "race" and ei.value.space == "global"
+    assert ei.value.block != ei.value.other_block
