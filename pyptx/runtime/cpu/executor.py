@@ -54,6 +54,7 @@ class State:
         self.local = RowSpace("local", T, code.local_bytes, code.local_layout)
         self._special = {}
         self.clock = 0
+        self.monitor = None     # instrument.Monitor during a checked launch's batch
 
     def reuse(self, heap, params):
         """Start another launch of the same geometry on this state: fresh memories and

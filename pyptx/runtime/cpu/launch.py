@@ -89,6 +89,7 @@ def launch(ptx_text: str, entry: str, grid, block, args, shared_mem: int = 0, ch
                 if monitor is not None:
                     monitor.start_batch(st)
                 run(st)
+                st.monitor = None           # a cached state must not keep the shadow memory
                 if st.nbytes <= STATE_CACHE_BYTES and len(cache) < 4:
                     cache[key] = st
                 bar.update(b0 + nb)

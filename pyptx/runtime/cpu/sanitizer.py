@@ -83,9 +83,13 @@ class Sanitizer:
     def barrier(self, st, lanes) -> None:
         if not self.race:
             return
-        lanes = st.tidx if lanes is None else lanes
+        blocks = np.arange(st.nb) if lanes is None else np.unique(st.blk[lanes])
         stride = st.shared.stride
-        for b in np.unique(st.blk[lanes]):
+        if blocks.size == st.nb:                     # the whole batch passed the barrier
+            for rec in self.s:
+                rec.who.fill(-1)
+            return
+        for b in blocks:
             for rec in self.s:
                 rec.clear(int(b) * stride, (int(b) + 1) * stride)
 
