@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import pyptx
-from pyptx import f32, i32
+from pyptx import f32
 
 rng = np.random.default_rng(7)
 
