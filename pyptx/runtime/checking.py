@@ -20,6 +20,24 @@ _ACTIVE: ContextVar = ContextVar("pyptx_checks", default=None)   # Checks or Non
 _env_cache: dict = {}
 
 
+def _env_reader(name: str):
+    """A fast `os.environ.get(name)`: the launch path reads the variable on every launch, and
+    `os.environ.get` (key encoding + decoding) costs about a microsecond.  The mapping's own
+    encoded store sees every change made through os.environ; without it, fall back."""
+    try:
+        data, key, decode = os.environ._data, os.environ.encodekey(name), os.environ.decodevalue
+    except AttributeError:                                  # not CPython's os._Environ
+        return lambda: os.environ.get(name)
+
+    def get():
+        v = data.get(key)
+        return None if v is None else decode(v)
+    return get
+
+
+_sanitize_env = _env_reader("PYPTX_SANITIZE")
+
+
 class Checks(NamedTuple):
     """What a launch must check/record: the sanitizer's two checks and the open profiles."""
     race: bool = False
@@ -52,7 +70,7 @@ def _from_env(value: str) -> Checks:
 def current() -> Checks | None:
     """The checks for a launch made now, or None when nothing is on (the plain path)."""
     c = _ACTIVE.get()
-    env = os.environ.get("PYPTX_SANITIZE")
+    env = _sanitize_env()
     if env:
         e = _from_env(env)
         if e.sanitizing:
