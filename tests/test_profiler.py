@@ -212,3 +212,16 @@ def test_128_bit_vector_accesses_go_through_the_same_tracking():
             copy4[2, 128](out, x, 1)
     assert ei.value.kind == "race" and ei.value.space == "global"
     assert ei.value.block != ei.value.other_block
+
+
+def test_tensor_core_gemm_counts_2mnk_flops_from_its_mma_instructions():
+    import stdlib_kernels as S
+    m = n = k = 64                     # one 64 x 64 block tile, no masked tails
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    with pyptx.profile() as prof:
+        c = S.gemm(a, b, "tensor_core")
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=2e-3, atol=2e-2)
+    (r,) = prof.launches
+    assert r.instructions["tensor"] == m * n * k // (16 * 8 * 16)   # mma.m16n8k16 per warp
+    assert r.flops == 2 * m * n * k

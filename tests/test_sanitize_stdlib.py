@@ -61,6 +61,32 @@ def _gate_up(r):
     return S.gate_up_swiglu(x, wg, wu), swiglu_ref(x64 @ wg.T, x64 @ wu.T), 1e-4, 1e-4
 
 
+def _gemm_tc(r):
+    a, b = randn(r, 37, 41).astype(np.float16), randn(r, 41, 53).astype(np.float16)
+    return S.gemm(a, b, "tensor_core"), a.astype(np.float64) @ b.astype(np.float64), 2e-3, 2e-2
+
+
+def _flash(dtype, causal, tol):
+    def run(r):
+        q, k, v = randn(r, 4, 37, 64), randn(r, 2, 45, 64), randn(r, 2, 45, 64)
+        q, k, v = (a.astype(dtype) for a in (q, k, v))
+        want = _attention_ref(q, k, v, causal)
+        return S.flash_attention(q, k, v, causal=causal).astype(np.float64), want, tol, tol
+    return run
+
+
+def _attention_ref(q, k, v, causal):
+    """float64 softmax(q kᵀ / sqrt(d)) v, grouped-query heads, causal mask aligned to the end."""
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    k, v = (np.repeat(a, q.shape[0] // a.shape[0], axis=0) for a in (k, v))
+    s = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
+    if causal:
+        sq, sk = q.shape[1], k.shape[1]
+        s = np.where(np.arange(sk)[None, :] > np.arange(sq)[:, None] + sk - sq, -np.inf, s)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
 CASES = [
     Case("softmax warp path", lambda r: (lambda x: (S.softmax(x), softmax_ref(x), 1e-5, 1e-7))(
         randn(r, 9, 100))),
@@ -73,6 +99,9 @@ CASES = [
         randn(r, 4, 300), randn(r, 300), randn(r, 300))),
     Case("gemm naive", _gemm("naive")),
     Case("gemm tiled", _gemm("tiled")),
+    Case("gemm tensor_core", _gemm_tc),
+    Case("flash_attention f32 causal", _flash(np.float32, True, 1e-4)),
+    Case("flash_attention f16 tensor cores", _flash(np.float16, False, 5e-3)),
     Case("kv_scatter", _kv_scatter),
     Case("decode_attention", _decode(40, 64)),
     Case("decode_attention split-K", _decode(600, 640)),

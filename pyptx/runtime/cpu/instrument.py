@@ -33,7 +33,8 @@ _SFU = {"ex2", "lg2", "sin", "cos", "tanh", "rsqrt"}
 _CLASS = {"bra": "control", "ret": "control", "exit": "control", "bar": "sync",
           "barrier": "sync", "membar": "sync", "fence": "sync", "shfl": "warp", "vote": "warp",
           "activemask": "warp", "cvt": "convert", "mov": "move", "cvta": "move",
-          "call": "call", "nop": "other"}
+          "call": "call", "nop": "other", "ldmatrix": "ld.shared", "cp": "cp.async",
+          "mma": "tensor"}
 _MEMORY = {"ld": "ld", "ldu": "ld", "st": "st", "atom": "atom", "red": "atom"}
 _FLOPS = {"add": 1, "sub": 1, "mul": 1, "fma": 2, "mad": 2}
 
@@ -47,6 +48,11 @@ def classify(parts) -> tuple:
         return f"{_MEMORY[base]}.{space}", 0
     if base == "bar" and "warp" in parts:
         return "warp", 0
+    if base == "mma":                 # m16n8k16: 2*m*n*k flops per warp, spread over 32 lanes
+        shape = next((p for p in parts if p.startswith("m") and "n" in p and "k" in p), "")
+        m, _, rest = shape[1:].partition("n")
+        n, _, k = rest.partition("k")
+        return "tensor", (2 * int(m) * int(n) * int(k) // 32 if m and n and k else 0)
     if base in _CLASS:
         return _CLASS[base], 0
     if base in _SFU or "approx" in parts:

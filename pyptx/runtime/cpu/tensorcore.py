@@ -220,7 +220,7 @@ def build_cp(ctx, ins, parts):
     if n not in (4, 8, 16) or ("cg" in parts and n != 16):
         ctx.error("cp.async copies 4, 8 or 16 bytes (.cg: 16)")
     dst_addr, src_addr = address(ctx, ops[0]), address(ctx, ops[1])
-    dloc, sloc = locate(ctx, "shared"), locate(ctx, "global")
+    dloc, sloc = locate(ctx, "shared", "write"), locate(ctx, "global")
 
     def issue(st, sel):
         t = st.tidx if sel is None else sel
