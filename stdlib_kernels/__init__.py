@@ -12,13 +12,13 @@ from .attention import (decode_attention, decode_attention_kernel, decode_merge_
                         kv_scatter, kv_scatter_kernel)
 from .gemm import gemm, gemm_naive_kernel, gemm_tiled_kernel
 from .gemm_tc import gemm_tc_kernel
-from ._later import (NotYetImplementedError, q4k_matmul,  # noqa: F401
-                     q6k_matmul, q8_0_matmul)
+from ._later import NotYetImplementedError  # noqa: F401
 from .flash_attention import (flash_attention, flash_attention_f32_kernel,
                               flash_attention_tc_kernel)
 from .norms import layernorm, layernorm_kernel, rmsnorm, rmsnorm_kernel
 from .rope import rope, rope_kernel
 from .softmax import softmax, softmax_block_kernel, softmax_warp_kernel
+from .qmatmul import q4k_gate_up_swiglu, q4k_matmul, q6k_matmul, q8_0_matmul
 
 __all__ = [
     "softmax", "rmsnorm", "layernorm", "gemm", "kv_scatter", "decode_attention", "rope",
@@ -28,4 +28,5 @@ __all__ = [
     "decode_merge_kernel", "rope_kernel", "swiglu_kernel", "gate_up_swiglu_kernel",
     "gemm_tc_kernel", "flash_attention", "flash_attention_tc_kernel",
     "flash_attention_f32_kernel",
+    "q4k_matmul", "q6k_matmul", "q8_0_matmul", "q4k_gate_up_swiglu",
 ]

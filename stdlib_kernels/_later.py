@@ -15,17 +15,3 @@ def not_yet(what: str, instead: str = "") -> NotYetImplementedError:
     return NotYetImplementedError(f"{what} is not implemented yet in stdlib_kernels "
                                   f"(a later release){tail}")
 
-
-def q4k_matmul(x, w, n):
-    """out = x @ dequant_q4_k(w).T — not implemented yet (raises)."""
-    raise not_yet("q4k_matmul")
-
-
-def q6k_matmul(x, w, n):
-    """out = x @ dequant_q6_k(w).T — not implemented yet (raises)."""
-    raise not_yet("q6k_matmul")
-
-
-def q8_0_matmul(x, w, n):
-    """out = x @ dequant_q8_0(w).T — not implemented yet (raises)."""
-    raise not_yet("q8_0_matmul")

@@ -187,13 +187,6 @@ def test_gemm_default_variant_and_tensor_core():
         sk.gemm(a, b, variant="fast")
 
 
-@pytest.mark.parametrize("name", ["q4k_matmul", "q6k_matmul", "q8_0_matmul"])
-def test_later_functions_fail_clearly(name):
-    fn = getattr(sk, name)
-    with pytest.raises(NotImplementedError, match=name):
-        fn(np.zeros((1, 1), F), np.zeros((1, 1), F), np.zeros((1, 1), F))
-
-
 @pytest.mark.parametrize("n_heads,n_kv,hd,seq_len", [(4, 4, 64, 9), (8, 2, 32, 17), (6, 1, 40, 3),
                                                       (2, 2, 16, 24)])
 def test_decode_attention(n_heads, n_kv, hd, seq_len):

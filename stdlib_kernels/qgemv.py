@@ -1,0 +1,453 @@
+"""Quantised GEMV kernels (decode, m ≤ 8 activation rows): out[r, j] = x[r] · dequant(w[j]).
+
+One warp per weight row streams the row's blocks; the weights stay packed in global memory and
+are decoded in registers.  The `M` activation rows of a launch (a constexpr, ≤ 8) share every
+weight load.  Arrays are passed flat (1-d) so that `x[p + c]` folds into one address; lane sums
+end in a `shfl_xor` reduction.  Two families:
+
+* f32 (`*_gemv_kernel`): weights become floats with the mantissa trick of `_qblock` (no
+  conversion instruction), products accumulate in f32; `xs` holds Σx per 16 activations
+  (`act_sums_kernel`), which both removes the trick's offset and applies the Q4_K minimum.
+* dp4a (`*_dp4a_kernel`): the activations are quantised per 32 to int8 (scale `xd`) plus an int8
+  residual plane (`act_q8_kernel`: x ≈ xd·(hi + lo/254), so the activation rounding error is
+  ~1/254 of llama.cpp's q8_1 and the result stays within 2e-3 of the float product); weights are
+  masked to bytes and multiplied four at a time with `dp4a`.
+
+Lane → weight maps (one warp iteration covers 4 Q4_K blocks, 8 Q6_K blocks or 32 Q8_0 blocks):
+* Q4_K: 8 lanes per block; lane t reads qs bytes 16t..16t+15 (4 words): low nibbles are weights
+  64c + 16(t&1) + 0..15 of sub-block 2c, high nibbles the same + 32 (sub-block 2c+1), c = t >> 1.
+* Q6_K (u16 words: blocks are 210 bytes, 2-byte aligned): 4 lanes per block; lane t covers
+  l = 16(t&1) + 0..15 of half h = t >> 1: 64 weights 128h + 32u + l (u = 0..3), each 16-run one
+  int8 scale.
+* Q8_0 (u16 words, 34-byte blocks): one lane per block of 32.
+"""
+from __future__ import annotations
+
+import pyptx
+from pyptx import block_dim, block_idx, f32, i8, i32, thread_idx, u8, u16, u32
+
+from ._qblock import fields_dot4, half_hi, half_lo, one_bits, pair16, q4k_scale_min_pair
+from ._warp import warp_sum
+from .activations import silu_mul
+
+#: weight rows (warps) per block of the GEMV kernels
+GEMV_WARPS = 4
+#: most activation rows one GEMV launch computes (register accumulators)
+GEMV_MAX_M = 8
+#: residual plane scale: x ≈ d·(hi + lo / RES_SCALE)
+RES_SCALE = 254.0
+
+
+# ------------------------------------------------------------------------- activation preparation
+@pyptx.kernel
+def act_sums_kernel(xs: f32[:], x: f32[:]):
+    """xs[g] = Σ x[16g .. 16g+15]; one thread per group of 16."""
+    g = pyptx.grid(1)
+    if g < len(xs):
+        o = g * 16
+        s = 0.0
+        for j in pyptx.static_range(16):
+            s += x[o + j]
+        xs[g] = s
+
+
+@pyptx.kernel
+def act_q8_kernel(xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], x: f32[:]):
+    """Per 32 activations: d = max|x|/127, hi = round(x/d), lo = round((x − d·hi)·254/d);
+    xs gets the two exact sums of 16.  One thread per group of 32."""
+    g = pyptx.grid(1)
+    if g < len(xd):
+        o = g * 32
+        amax = 0.0
+        s0 = 0.0
+        s1 = 0.0
+        for j in pyptx.static_range(16):
+            v = x[o + j]
+            v2 = x[o + 16 + j]
+            s0 += v
+            s1 += v2
+            amax = max(amax, max(abs(v), abs(v2)))
+        d = amax / 127.0
+        inv = 127.0 / amax if amax > 0.0 else 0.0
+        for j in pyptx.static_range(32):
+            v = x[o + j]
+            hi = pyptx.math.floor(v * inv + 0.5)
+            xh[o + j] = i32(hi)
+            xl[o + j] = i32(pyptx.math.floor((v * inv - hi) * RES_SCALE + 0.5))
+        xd[g] = d
+        xs[2 * g] = s0
+        xs[2 * g + 1] = s1
+
+
+# ------------------------------------------------------------------------------------------ Q4_K
+@pyptx.func
+def q4k_coeffs(wq, wb: i32, c: i32):
+    """(d·sc, d·sc, dmin·m, dmin·m) of sub-blocks 2c, 2c+1 of the Q4_K block at word wb."""
+    h = wq[wb]
+    sc0, sc1, m0, m1 = q4k_scale_min_pair(wq[wb + 1], wq[wb + 2], wq[wb + 3], c)
+    d = half_lo(h)
+    dm = half_hi(h)
+    return d * sc0, d * sc1, dm * m0, dm * m1
+
+
+@pyptx.func
+def q4k_dot_f32(q0: u32, q1: u32, q2: u32, q3: u32, a0: f32, a1: f32, o0: f32, o1: f32,
+                x, xs, p: i32, one: u32):
+    """One lane's share of a Q4_K block · x[p..]: 16 low nibbles against x[p + 0..15], 16 high
+    nibbles against x[p + 32..47], minimums through the sums of 16 in xs."""
+    lo = 0.0
+    hi = 0.0
+    lo = fields_dot4(q0, 0, 4, x[p], x[p + 1], x[p + 2], x[p + 3], lo, one)
+    hi = fields_dot4(q0, 4, 4, x[p + 32], x[p + 33], x[p + 34], x[p + 35], hi, one)
+    lo = fields_dot4(q1, 0, 4, x[p + 4], x[p + 5], x[p + 6], x[p + 7], lo, one)
+    hi = fields_dot4(q1, 4, 4, x[p + 36], x[p + 37], x[p + 38], x[p + 39], hi, one)
+    lo = fields_dot4(q2, 0, 4, x[p + 8], x[p + 9], x[p + 10], x[p + 11], lo, one)
+    hi = fields_dot4(q2, 4, 4, x[p + 40], x[p + 41], x[p + 42], x[p + 43], hi, one)
+    lo = fields_dot4(q3, 0, 4, x[p + 12], x[p + 13], x[p + 14], x[p + 15], lo, one)
+    hi = fields_dot4(q3, 4, 4, x[p + 44], x[p + 45], x[p + 46], x[p + 47], hi, one)
+    g = p >> 4
+    # Σ(1 + q/16)x = Σx + Σqx/16, so Σ (a·q − o)x = 16a·lo − (16a + o)·Σx
+    return (16.0 * a0) * lo + (16.0 * a1) * hi - (16.0 * a0 + o0) * xs[g] \
+        - (16.0 * a1 + o1) * xs[g + 2]
+
+
+@pyptx.func
+def q4k_dot_dp4a(q0: u32, q1: u32, q2: u32, q3: u32, a0: f32, a1: f32, o0: f32, o1: f32,
+                 xh, xl, xd, xs, p: i32):
+    """q4k_dot_f32 with int8 activations: four dp4a per weight word (nibble planes × hi/lo)."""
+    w = p >> 2
+    h0 = 0
+    l0 = 0
+    h1 = 0
+    l1 = 0
+    for i in pyptx.static_range(4):
+        q = q0
+        if i == 1:
+            q = q1
+        if i == 2:
+            q = q2
+        if i == 3:
+            q = q3
+        lo = pyptx.bitcast(q & 0x0F0F0F0F, i32)
+        hi = pyptx.bitcast((q >> 4) & 0x0F0F0F0F, i32)
+        h0 = pyptx.dp4a(lo, xh[w + i], h0)
+        l0 = pyptx.dp4a(lo, xl[w + i], l0)
+        h1 = pyptx.dp4a(hi, xh[w + 8 + i], h1)
+        l1 = pyptx.dp4a(hi, xl[w + 8 + i], l1)
+    g = p >> 5
+    s = p >> 4
+    return a0 * xd[g] * (f32(h0) + f32(l0) * (1.0 / RES_SCALE)) \
+        + a1 * xd[g + 1] * (f32(h1) + f32(l1) * (1.0 / RES_SCALE)) - o0 * xs[s] - o1 * xs[s + 2]
+
+
+@pyptx.kernel
+def q4k_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i32,
+                    M: pyptx.constexpr):
+    """out[r·n + j] = Σ_p x[r·k + p] · W[j, p] for r < M; w is n rows of k/256 Q4_K blocks."""
+    wq = w.view(u32)
+    lane = thread_idx.x & 31
+    row = block_idx.x * (block_dim.x >> 5) + (thread_idx.x >> 5)
+    if row < n:
+        nb = k >> 8
+        t = lane & 7
+        c = t >> 1
+        one = one_bits(n)
+        acc = pyptx.local.array(M, f32)
+        for r in pyptx.static_range(M):
+            acc[r] = 0.0
+        xoff = 64 * c + 16 * (t & 1)
+        b = lane >> 3
+        while b < nb:
+            wb = (row * nb + b) * 36
+            a0, a1, o0, o1 = q4k_coeffs(wq, wb, c)
+            qb = wb + 4 + 4 * t
+            q0 = wq[qb]
+            q1 = wq[qb + 1]
+            q2 = wq[qb + 2]
+            q3 = wq[qb + 3]
+            for r in pyptx.static_range(M):
+                acc[r] += q4k_dot_f32(q0, q1, q2, q3, a0, a1, o0, o1, x, xs,
+                                      r * k + b * 256 + xoff, one)
+            b += 4
+        for r in pyptx.static_range(M):
+            v = warp_sum(acc[r])
+            if lane == 0:
+                out[r * n + row] = v
+
+
+@pyptx.kernel
+def q4k_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], w: u8[:],
+                    n: i32, k: i32, M: pyptx.constexpr):
+    """q4k_gemv_kernel on activations quantised by act_q8_kernel."""
+    wq = w.view(u32)
+    hq = xh.view(i32)
+    lq = xl.view(i32)
+    lane = thread_idx.x & 31
+    row = block_idx.x * (block_dim.x >> 5) + (thread_idx.x >> 5)
+    if row < n:
+        nb = k >> 8
+        t = lane & 7
+        c = t >> 1
+        acc = pyptx.local.array(M, f32)
+        for r in pyptx.static_range(M):
+            acc[r] = 0.0
+        xoff = 64 * c + 16 * (t & 1)
+        b = lane >> 3
+        while b < nb:
+            wb = (row * nb + b) * 36
+            a0, a1, o0, o1 = q4k_coeffs(wq, wb, c)
+            qb = wb + 4 + 4 * t
+            q0 = wq[qb]
+            q1 = wq[qb + 1]
+            q2 = wq[qb + 2]
+            q3 = wq[qb + 3]
+            for r in pyptx.static_range(M):
+                acc[r] += q4k_dot_dp4a(q0, q1, q2, q3, a0, a1, o0, o1, hq, lq, xd, xs,
+                                       r * k + b * 256 + xoff)
+            b += 4
+        for r in pyptx.static_range(M):
+            v = warp_sum(acc[r])
+            if lane == 0:
+                out[r * n + row] = v
+
+
+@pyptx.kernel
+def q4k_gate_up_kernel(out: f32[:], x: f32[:], xs: f32[:], wg: u8[:], wu: u8[:], n: i32,
+                       k: i32, M: pyptx.constexpr):
+    """out[r·n + j] = swiglu(x[r]·Wg[j], x[r]·Wu[j]): both Q4_K rows in one pass over x."""
+    gq = wg.view(u32)
+    uq = wu.view(u32)
+    lane = thread_idx.x & 31
+    row = block_idx.x * (block_dim.x >> 5) + (thread_idx.x >> 5)
+    if row < n:
+        nb = k >> 8
+        t = lane & 7
+        c = t >> 1
+        one = one_bits(n)
+        acc_g = pyptx.local.array(M, f32)
+        acc_u = pyptx.local.array(M, f32)
+        for r in pyptx.static_range(M):
+            acc_g[r] = 0.0
+            acc_u[r] = 0.0
+        xoff = 64 * c + 16 * (t & 1)
+        b = lane >> 3
+        while b < nb:
+            wb = (row * nb + b) * 36
+            qb = wb + 4 + 4 * t
+            ga0, ga1, go0, go1 = q4k_coeffs(gq, wb, c)
+            ua0, ua1, uo0, uo1 = q4k_coeffs(uq, wb, c)
+            g0 = gq[qb]
+            g1 = gq[qb + 1]
+            g2 = gq[qb + 2]
+            g3 = gq[qb + 3]
+            u0 = uq[qb]
+            u1 = uq[qb + 1]
+            u2 = uq[qb + 2]
+            u3 = uq[qb + 3]
+            for r in pyptx.static_range(M):
+                p = r * k + b * 256 + xoff
+                acc_g[r] += q4k_dot_f32(g0, g1, g2, g3, ga0, ga1, go0, go1, x, xs, p, one)
+                acc_u[r] += q4k_dot_f32(u0, u1, u2, u3, ua0, ua1, uo0, uo1, x, xs, p, one)
+            b += 4
+        for r in pyptx.static_range(M):
+            gsum = warp_sum(acc_g[r])
+            usum = warp_sum(acc_u[r])
+            if lane == 0:
+                out[r * n + row] = silu_mul(gsum, usum)
+
+
+# ------------------------------------------------------------------------------------------ Q6_K
+@pyptx.func
+def q6k_bytes(ql: u32, qh: u32, u):
+    """The four 6-bit values (as bytes 0..63) of run u (0..3, a literal) from the matching words
+    of ql (ql[l..] for even u, ql[32 + l..] for odd u) and qh[l..]."""
+    return ((ql >> (4 * (u >> 1))) & 0x0F0F0F0F) | (((qh >> (2 * u)) & 0x03030303) << 4)
+
+
+@pyptx.func
+def q6k_run_f32(lq, lh, u, x, xs, p: i32, one: u32):
+    """Σ (q − 32)·x over the 16 weights of run u (x[p + 32u ..]); the caller scales by d·sc."""
+    dot = 0.0
+    for i in pyptx.static_range(4):
+        q6 = q6k_bytes(lq[4 * (u & 1) + i], lh[i], u)
+        e = p + 32 * u + 4 * i
+        dot = fields_dot4(q6, 0, 6, x[e], x[e + 1], x[e + 2], x[e + 3], dot, one)
+    # Σ(1 + q/64)x = Σx + Σqx/64
+    return 64.0 * dot - 96.0 * xs[(p >> 4) + 2 * u]
+
+
+@pyptx.func
+def q6k_run_dp4a(lw, lh, u, hq, lq, xd, xs, p: i32):
+    """q6k_run_f32 against int8 activations (dp4a)."""
+    ih = 0
+    il = 0
+    e = (p >> 2) + 8 * u
+    for i in pyptx.static_range(4):
+        q6 = pyptx.bitcast(q6k_bytes(lw[4 * (u & 1) + i], lh[i], u), i32)
+        ih = pyptx.dp4a(q6, hq[e + i], ih)
+        il = pyptx.dp4a(q6, lq[e + i], il)
+    dot = xd[(p >> 5) + u] * (f32(ih) + f32(il) * (1.0 / RES_SCALE))
+    return dot - 32.0 * xs[(p >> 4) + 2 * u]
+
+
+@pyptx.kernel
+def q6k_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i32,
+                    M: pyptx.constexpr):
+    """out[r·n + j] = x[r] · W[j] for Q6_K rows (210-byte blocks, read as u16 words)."""
+    wh = w.view(u16)
+    lane = thread_idx.x & 31
+    row = block_idx.x * (block_dim.x >> 5) + (thread_idx.x >> 5)
+    if row < n:
+        nb = k >> 8
+        t = lane & 3
+        hh = t >> 1
+        sel = t & 1
+        one = one_bits(n)
+        acc = pyptx.local.array(M, f32)
+        for r in pyptx.static_range(M):
+            acc[r] = 0.0
+        lw = pyptx.local.array(8, u32)
+        lh = pyptx.local.array(4, u32)
+        sc = pyptx.local.array(4, f32)
+        xoff = 128 * hh + 16 * sel
+        b = lane >> 2
+        while b < nb:
+            wb = (row * nb + b) * 105
+            qw = wb + 32 * hh + 8 * sel
+            for i in pyptx.static_range(4):
+                lw[i] = pair16(wh, qw + 2 * i)
+                lw[4 + i] = pair16(wh, qw + 16 + 2 * i)
+                lh[i] = pair16(wh, wb + 64 + 16 * hh + 8 * sel + 2 * i)
+            d = f32(pyptx.bitcast(wh[wb + 104], pyptx.f16))
+            for u in pyptx.static_range(4):
+                s2 = u32(wh[wb + 96 + 4 * hh + u]) >> (8 * sel)
+                sc[u] = d * f32(pyptx.bitcast(u8(s2 & 0xFF), i8))
+            for r in pyptx.static_range(M):
+                p = r * k + b * 256 + xoff
+                tot = 0.0
+                for u in pyptx.static_range(4):
+                    tot += sc[u] * q6k_run_f32(lw, lh, u, x, xs, p, one)
+                acc[r] += tot
+            b += 8
+        for r in pyptx.static_range(M):
+            v = warp_sum(acc[r])
+            if lane == 0:
+                out[r * n + row] = v
+
+
+@pyptx.kernel
+def q6k_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], w: u8[:],
+                    n: i32, k: i32, M: pyptx.constexpr):
+    """q6k_gemv_kernel on activations quantised by act_q8_kernel."""
+    wh = w.view(u16)
+    hq = xh.view(i32)
+    lq = xl.view(i32)
+    lane = thread_idx.x & 31
+    row = block_idx.x * (block_dim.x >> 5) + (thread_idx.x >> 5)
+    if row < n:
+        nb = k >> 8
+        t = lane & 3
+        hh = t >> 1
+        sel = t & 1
+        acc = pyptx.local.array(M, f32)
+        for r in pyptx.static_range(M):
+            acc[r] = 0.0
+        lw = pyptx.local.array(8, u32)
+        lh = pyptx.local.array(4, u32)
+        sc = pyptx.local.array(4, f32)
+        xoff = 128 * hh + 16 * sel
+        b = lane >> 2
+        while b < nb:
+            wb = (row * nb + b) * 105
+            qw = wb + 32 * hh + 8 * sel
+            for i in pyptx.static_range(4):
+                lw[i] = pair16(wh, qw + 2 * i)
+                lw[4 + i] = pair16(wh, qw + 16 + 2 * i)
+                lh[i] = pair16(wh, wb + 64 + 16 * hh + 8 * sel + 2 * i)
+            d = f32(pyptx.bitcast(wh[wb + 104], pyptx.f16))
+            for u in pyptx.static_range(4):
+                s2 = u32(wh[wb + 96 + 4 * hh + u]) >> (8 * sel)
+                sc[u] = d * f32(pyptx.bitcast(u8(s2 & 0xFF), i8))
+            for r in pyptx.static_range(M):
+                p = r * k + b * 256 + xoff
+                tot = 0.0
+                for u in pyptx.static_range(4):
+                    tot += sc[u] * q6k_run_dp4a(lw, lh, u, hq, lq, xd, xs, p)
+                acc[r] += tot
+            b += 8
+        for r in pyptx.static_range(M):
+            v = warp_sum(acc[r])
+            if lane == 0:
+                out[r * n + row] = v
+
+
+# ------------------------------------------------------------------------------------------ Q8_0
+@pyptx.kernel
+def q8_0_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i32,
+                     M: pyptx.constexpr):
+    """out[r·n + j] = x[r] · W[j] for Q8_0 rows (34-byte blocks, u16 words); a lane per block."""
+    wh = w.view(u16)
+    lane = thread_idx.x & 31
+    row = block_idx.x * (block_dim.x >> 5) + (thread_idx.x >> 5)
+    if row < n:
+        nb = k >> 5
+        one = one_bits(n)
+        acc = pyptx.local.array(M, f32)
+        for r in pyptx.static_range(M):
+            acc[r] = 0.0
+        qv = pyptx.local.array(8, u32)
+        b = lane
+        while b < nb:
+            wb = (row * nb + b) * 17
+            d = f32(pyptx.bitcast(wh[wb], pyptx.f16))
+            for i in pyptx.static_range(8):
+                qv[i] = pair16(wh, wb + 1 + 2 * i) ^ 0x80808080     # int8 q → q + 128
+            for r in pyptx.static_range(M):
+                p = r * k + b * 32
+                dot = 0.0
+                for i in pyptx.static_range(8):
+                    e = p + 4 * i
+                    dot = fields_dot4(qv[i], 0, 8, x[e], x[e + 1], x[e + 2], x[e + 3], dot, one)
+                # Σ(1 + (q + 128)/256)x = Σx + Σqx/256 + Σx/2
+                acc[r] += d * (256.0 * dot - 384.0 * (xs[p >> 4] + xs[(p >> 4) + 1]))
+            b += 32
+        for r in pyptx.static_range(M):
+            v = warp_sum(acc[r])
+            if lane == 0:
+                out[r * n + row] = v
+
+
+@pyptx.kernel
+def q8_0_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], w: u8[:], n: i32, k: i32,
+                     M: pyptx.constexpr):
+    """q8_0_gemv_kernel on activations quantised by act_q8_kernel (no minimums: no sums)."""
+    wh = w.view(u16)
+    hq = xh.view(i32)
+    lq = xl.view(i32)
+    lane = thread_idx.x & 31
+    row = block_idx.x * (block_dim.x >> 5) + (thread_idx.x >> 5)
+    if row < n:
+        nb = k >> 5
+        acc = pyptx.local.array(M, f32)
+        for r in pyptx.static_range(M):
+            acc[r] = 0.0
+        qv = pyptx.local.array(8, i32)
+        b = lane
+        while b < nb:
+            wb = (row * nb + b) * 17
+            d = f32(pyptx.bitcast(wh[wb], pyptx.f16))
+            for i in pyptx.static_range(8):
+                qv[i] = pyptx.bitcast(pair16(wh, wb + 1 + 2 * i), i32)
+            for r in pyptx.static_range(M):
+                e = (r * k >> 2) + b * 8
+                ih = 0
+                il = 0
+                for i in pyptx.static_range(8):
+                    ih = pyptx.dp4a(qv[i], hq[e + i], ih)
+                    il = pyptx.dp4a(qv[i], lq[e + i], il)
+                acc[r] += d * xd[(r * k >> 5) + b] * (f32(ih) + f32(il) * (1.0 / RES_SCALE))
+            b += 32
+        for r in pyptx.static_range(M):
+            v = warp_sum(acc[r])
+            if lane == 0:
+                out[r * n + row] = v

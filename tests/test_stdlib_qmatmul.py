@@ -1,0 +1,128 @@
+"""Fused GGUF matmuls on the CPU executor against x @ dequant(w).T in float64.
+
+Every path of every format, odd n, k multiples of the block, m in {1, 3, 17, 64}; scratch and
+result arrays are poisoned (NaN / a byte pattern) before each run, so a value a kernel forgets to
+write shows up.  Weights come from the library's quantisers applied to random data, plus raw
+random blocks (every bit pattern of the quants and scales, not just what a quantiser makes).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import stdlib_kernels as sk
+from stdlib_kernels import qmatmul, quant as Q
+
+FUNCS = {"q4_k": sk.q4k_matmul, "q6_k": sk.q6k_matmul, "q8_0": sk.q8_0_matmul}
+REL = 2e-3
+
+
+@pytest.fixture(autouse=True)
+def poisoned(monkeypatch):
+    def alloc(shape, dtype=np.float32):
+        a = np.empty(shape, dtype)
+        a[...] = np.nan if np.dtype(dtype).kind == "f" else 0x55
+        return a
+    monkeypatch.setattr(qmatmul, "_alloc", alloc)
+
+
+def rel_err(got, ref):
+    assert np.isfinite(got).all()
+    return np.linalg.norm(got - ref) / np.linalg.norm(ref)
+
+
+def random_raw(rng, fmt, n, k):
+    """Random block bytes with finite, moderate fp16 scales."""
+    per, nbytes = Q.SIZES[fmt]
+    raw = rng.integers(0, 256, (n * k // per, nbytes), dtype=np.uint8)
+    pos = {"q4_k": (0, 2), "q6_k": (208,), "q8_0": (0,)}[fmt]
+    for p in pos:
+        d = (rng.uniform(0.5, 1.5, raw.shape[0]) * 0.01).astype(np.float16)
+        raw[:, p:p + 2] = d.reshape(-1, 1).view(np.uint8)
+    return raw.reshape(n, -1)
+
+
+def check(fmt, path, m, n, k, seed, raw=False):
+    rng = np.random.default_rng(seed)
+    w = random_raw(rng, fmt, n, k) if raw else \
+        Q.quantize(rng.standard_normal((n, k)).astype(np.float32), fmt)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    ref = x.astype(np.float64) @ Q.dequantize(w, fmt).astype(np.float64).T
+    got = FUNCS[fmt](x, w, n, path=path)
+    assert got.shape == (m, n) and got.dtype == np.float32
+    assert rel_err(got, ref) < REL
+    # per element too: no output may be far off relative to the typical magnitude
+    assert np.abs(got - ref).max() < REL * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("fmt", FUNCS)
+@pytest.mark.parametrize("path", ["f32", "dp4a", "tiled"])
+@pytest.mark.parametrize("m", [1, 3, 17, 64])
+def test_paths_match_float64(fmt, path, m):
+    k = 512 if m < 64 else 256
+    check(fmt, path, m, 37, k, seed=m * 7 + len(path))
+
+
+@pytest.mark.parametrize("fmt", FUNCS)
+@pytest.mark.parametrize("path", ["f32", "dp4a", "tiled"])
+def test_raw_random_blocks(fmt, path):
+    """Every scale/min/quant bit pattern decodes as gguf-py does (all 6-bit scales, int8 scales
+    of both signs, Q8_0 values -128..127)."""
+    check(fmt, path, 3, 21, 768, seed=11, raw=True)
+
+
+def test_q8_0_small_k_and_flat_weight():
+    rng = np.random.default_rng(5)
+    w = Q.quantize_q8_0(rng.standard_normal((9, 96)).astype(np.float32))
+    x = rng.standard_normal(96).astype(np.float32)
+    ref = Q.dequantize_q8_0(w).astype(np.float64) @ x
+    for path in ("auto", "f32", "dp4a", "tiled"):
+        got = sk.q8_0_matmul(x, w.reshape(-1), 9, path)
+        assert got.shape == (9,) and rel_err(got, ref) < REL
+
+
+@pytest.mark.parametrize("m", [1, 3, 17])
+def test_gate_up_swiglu(m):
+    rng = np.random.default_rng(m)
+    n, k = 23, 512
+    wg = Q.quantize_q4_k(rng.standard_normal((n, k)).astype(np.float32) * 0.05)
+    wu = Q.quantize_q4_k(rng.standard_normal((n, k)).astype(np.float32) * 0.05)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    g = x.astype(np.float64) @ Q.dequantize_q4_k(wg).astype(np.float64).T
+    u = x.astype(np.float64) @ Q.dequantize_q4_k(wu).astype(np.float64).T
+    ref = g / (1 + np.exp(-g)) * u
+    got = sk.q4k_gate_up_swiglu(x, wg, wu, n)
+    assert got.shape == (m, n) and rel_err(got, ref) < REL
+    flat = sk.q4k_gate_up_swiglu(x[0], wg.reshape(-1), wu, n)
+    assert flat.shape == (n,) and rel_err(flat, ref[0]) < REL
+
+
+def test_auto_path_and_zero_rows():
+    rng = np.random.default_rng(2)
+    w = Q.quantize_q6_k(rng.standard_normal((5, 256)).astype(np.float32))
+    x = rng.standard_normal((9, 256)).astype(np.float32)
+    ref = x.astype(np.float64) @ Q.dequantize_q6_k(w).astype(np.float64).T
+    assert rel_err(sk.q6k_matmul(x, w, 5), ref) < REL             # m > 8: tiled
+    assert rel_err(sk.q6k_matmul(x[:2], w, 5), ref[:2]) < REL     # m ≤ 8: dp4a
+    assert sk.q6k_matmul(x[:0], w, 5).shape == (0, 5)
+
+
+@pytest.mark.parametrize("call,exc,word", [
+    (lambda x, w: sk.q4k_matmul(x.astype(np.float64), w, 3), TypeError, "x"),
+    (lambda x, w: sk.q4k_matmul(x[:, :100], w, 3), ValueError, "256"),
+    (lambda x, w: sk.q4k_matmul(x, w.view(np.int8), 3), TypeError, "w"),
+    (lambda x, w: sk.q4k_matmul(x, w[:, :-1], 3), ValueError, "w"),
+    (lambda x, w: sk.q4k_matmul(x, w, 4), ValueError, "w"),
+    (lambda x, w: sk.q4k_matmul(x, w, 0), ValueError, "n"),
+    (lambda x, w: sk.q4k_matmul(x, w, 3.0), TypeError, "n"),
+    (lambda x, w: sk.q4k_matmul(x, w, 3, path="fast"), ValueError, "path"),
+    (lambda x, w: sk.q6k_matmul(x, w, 3), ValueError, "w"),
+    (lambda x, w: sk.q4k_gate_up_swiglu(x, w, w[:2], 3), ValueError, "w_up"),
+    (lambda x, w: sk.q4k_gate_up_swiglu(x, list(w), w, 3), TypeError, "w_gate"),
+])
+def test_bad_arguments(call, exc, word):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 256)).astype(np.float32)
+    w = Q.quantize_q4_k(rng.standard_normal((3, 256)).astype(np.float32))
+    with pytest.raises(exc, match=word):
+        call(x, w)
