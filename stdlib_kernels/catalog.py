@@ -16,6 +16,7 @@ from .flash_attention import flash_attention_f32_kernel, flash_attention_tc_kern
 from .norms import layernorm_kernel, rmsnorm_kernel
 from .rope import rope_kernel
 from .softmax import softmax_block_kernel, softmax_warp_kernel
+from . import qgemv, qtiled
 
 #: Llama-2/3-7B/8B-like shapes
 LLAMA = dict(hidden=4096, n_heads=32, n_kv_heads=8, head_dim=128, ffn=11008, max_seq=4096,
@@ -57,4 +58,13 @@ SPECIALISATIONS: tuple[Specialisation, ...] = (
     *(Specialisation(f"flash_attention_f32[DPL={dpl},causal={c}]", flash_attention_f32_kernel,
                      {"DPL": dpl, "KT": 32 if dpl <= 4 else 16, "causal": c, "VEC": True})
       for dpl in (2, 4) for c in (False, True)),
+    Specialisation("act_sums", qgemv.act_sums_kernel),
+    Specialisation("act_q8", qgemv.act_q8_kernel),
+    *(Specialisation(f"{kern.name}[M={m}]", kern, {"M": m})
+      for kern in (qgemv.q4k_gemv_kernel, qgemv.q4k_dp4a_kernel, qgemv.q4k_gate_up_kernel,
+                   qgemv.q6k_gemv_kernel, qgemv.q6k_dp4a_kernel, qgemv.q8_0_gemv_kernel,
+                   qgemv.q8_0_dp4a_kernel)
+      for m in (1, qgemv.GEMV_MAX_M)),
+    *(Specialisation(f"qmatmul_tiled[{fmt}]", qtiled.qmatmul_tiled_kernel, {"FMT": code})
+      for fmt, code in (("q4_k", qtiled.Q4_K), ("q6_k", qtiled.Q6_K), ("q8_0", qtiled.Q8_0))),
 )
