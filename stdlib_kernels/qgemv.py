@@ -28,7 +28,6 @@ from pyptx import block_dim, block_idx, f32, i8, i32, thread_idx, u8, u16, u32
 
 from ._qblock import fields_dot4, half_hi, half_lo, one_bits, pair16, q4k_scale_min_pair
 from ._warp import warp_sum
-from .activations import silu_mul
 
 #: weight rows (warps) per block of the GEMV kernels
 GEMV_WARPS = 4
@@ -81,13 +80,29 @@ def act_q8_kernel(xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], x: f32[:]):
 
 # ------------------------------------------------------------------------------------------ Q4_K
 @pyptx.func
+def swiglu_f32(g: f32, u: f32):
+    """g·sigmoid(g)·u with `fast_exp` (ex2.approx, a few ulp): pyptx.math.exp goes through f64,
+    which has no place in an f32 kernel; the result is the correct limit ±0 for g ≪ 0."""
+    return g / (1.0 + pyptx.math.fast_exp(-g)) * u
+
+
+@pyptx.func
 def q4k_coeffs(wq, wb: i32, c: i32):
     """(d·sc, d·sc, dmin·m, dmin·m) of sub-blocks 2c, 2c+1 of the Q4_K block at word wb."""
-    h = wq[wb]
-    sc0, sc1, m0, m1 = q4k_scale_min_pair(wq[wb + 1], wq[wb + 2], wq[wb + 3], c)
+    h, s1, s2, s3 = pyptx.vload(wq, wb, 4)
+    sc0, sc1, m0, m1 = q4k_scale_min_pair(s1, s2, s3, c)
     d = half_lo(h)
     dm = half_hi(h)
     return d * sc0, d * sc1, dm * m0, dm * m1
+
+
+@pyptx.func
+def q4k_word_f32(q: u32, x, p: i32, lo: f32, hi: f32, one: u32):
+    """Low nibbles of q against x[p..p+3], high nibbles against x[p+32..p+35] (see _qblock)."""
+    u0, u1, u2, u3 = pyptx.vload(x, p, 4)
+    v0, v1, v2, v3 = pyptx.vload(x, p + 32, 4)
+    return fields_dot4(q, 0, 4, u0, u1, u2, u3, lo, one), \
+        fields_dot4(q, 4, 4, v0, v1, v2, v3, hi, one)
 
 
 @pyptx.func
@@ -95,16 +110,10 @@ def q4k_dot_f32(q0: u32, q1: u32, q2: u32, q3: u32, a0: f32, a1: f32, o0: f32, o
                 x, xs, p: i32, one: u32):
     """One lane's share of a Q4_K block · x[p..]: 16 low nibbles against x[p + 0..15], 16 high
     nibbles against x[p + 32..47], minimums through the sums of 16 in xs."""
-    lo = 0.0
-    hi = 0.0
-    lo = fields_dot4(q0, 0, 4, x[p], x[p + 1], x[p + 2], x[p + 3], lo, one)
-    hi = fields_dot4(q0, 4, 4, x[p + 32], x[p + 33], x[p + 34], x[p + 35], hi, one)
-    lo = fields_dot4(q1, 0, 4, x[p + 4], x[p + 5], x[p + 6], x[p + 7], lo, one)
-    hi = fields_dot4(q1, 4, 4, x[p + 36], x[p + 37], x[p + 38], x[p + 39], hi, one)
-    lo = fields_dot4(q2, 0, 4, x[p + 8], x[p + 9], x[p + 10], x[p + 11], lo, one)
-    hi = fields_dot4(q2, 4, 4, x[p + 40], x[p + 41], x[p + 42], x[p + 43], hi, one)
-    lo = fields_dot4(q3, 0, 4, x[p + 12], x[p + 13], x[p + 14], x[p + 15], lo, one)
-    hi = fields_dot4(q3, 4, 4, x[p + 44], x[p + 45], x[p + 46], x[p + 47], hi, one)
+    lo, hi = q4k_word_f32(q0, x, p, 0.0, 0.0, one)
+    lo, hi = q4k_word_f32(q1, x, p + 4, lo, hi, one)
+    lo, hi = q4k_word_f32(q2, x, p + 8, lo, hi, one)
+    lo, hi = q4k_word_f32(q3, x, p + 12, lo, hi, one)
     g = p >> 4
     # Σ(1 + q/16)x = Σx + Σqx/16, so Σ (a·q − o)x = 16a·lo − (16a + o)·Σx
     return (16.0 * a0) * lo + (16.0 * a1) * hi - (16.0 * a0 + o0) * xs[g] \
@@ -116,24 +125,22 @@ def q4k_dot_dp4a(q0: u32, q1: u32, q2: u32, q3: u32, a0: f32, a1: f32, o0: f32, 
                  xh, xl, xd, xs, p: i32):
     """q4k_dot_f32 with int8 activations: four dp4a per weight word (nibble planes × hi/lo)."""
     w = p >> 2
+    hl = pyptx.vload(xh, w, 4)          # activations of the low nibbles (x[p..p+15])
+    ll = pyptx.vload(xl, w, 4)
+    hh = pyptx.vload(xh, w + 8, 4)      # and of the high nibbles (x[p+32..p+47])
+    lh = pyptx.vload(xl, w + 8, 4)
     h0 = 0
     l0 = 0
     h1 = 0
     l1 = 0
     for i in pyptx.static_range(4):
-        q = q0
-        if i == 1:
-            q = q1
-        if i == 2:
-            q = q2
-        if i == 3:
-            q = q3
+        q = (q0, q1, q2, q3)[i]
         lo = pyptx.bitcast(q & 0x0F0F0F0F, i32)
         hi = pyptx.bitcast((q >> 4) & 0x0F0F0F0F, i32)
-        h0 = pyptx.dp4a(lo, xh[w + i], h0)
-        l0 = pyptx.dp4a(lo, xl[w + i], l0)
-        h1 = pyptx.dp4a(hi, xh[w + 8 + i], h1)
-        l1 = pyptx.dp4a(hi, xl[w + 8 + i], l1)
+        h0 = pyptx.dp4a(lo, hl[i], h0)
+        l0 = pyptx.dp4a(lo, ll[i], l0)
+        h1 = pyptx.dp4a(hi, hh[i], h1)
+        l1 = pyptx.dp4a(hi, lh[i], l1)
     g = p >> 5
     s = p >> 4
     return a0 * xd[g] * (f32(h0) + f32(l0) * (1.0 / RES_SCALE)) \
@@ -161,10 +168,7 @@ def q4k_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i32
             wb = (row * nb + b) * 36
             a0, a1, o0, o1 = q4k_coeffs(wq, wb, c)
             qb = wb + 4 + 4 * t
-            q0 = wq[qb]
-            q1 = wq[qb + 1]
-            q2 = wq[qb + 2]
-            q3 = wq[qb + 3]
+            q0, q1, q2, q3 = pyptx.vload(wq, qb, 4)
             for r in pyptx.static_range(M):
                 acc[r] += q4k_dot_f32(q0, q1, q2, q3, a0, a1, o0, o1, x, xs,
                                       r * k + b * 256 + xoff, one)
@@ -197,10 +201,7 @@ def q4k_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], w
             wb = (row * nb + b) * 36
             a0, a1, o0, o1 = q4k_coeffs(wq, wb, c)
             qb = wb + 4 + 4 * t
-            q0 = wq[qb]
-            q1 = wq[qb + 1]
-            q2 = wq[qb + 2]
-            q3 = wq[qb + 3]
+            q0, q1, q2, q3 = pyptx.vload(wq, qb, 4)
             for r in pyptx.static_range(M):
                 acc[r] += q4k_dot_dp4a(q0, q1, q2, q3, a0, a1, o0, o1, hq, lq, xd, xs,
                                        r * k + b * 256 + xoff)
@@ -253,7 +254,7 @@ def q4k_gate_up_kernel(out: f32[:], x: f32[:], xs: f32[:], wg: u8[:], wu: u8[:],
             gsum = warp_sum(acc_g[r])
             usum = warp_sum(acc_u[r])
             if lane == 0:
-                out[r * n + row] = silu_mul(gsum, usum)
+                out[r * n + row] = swiglu_f32(gsum, usum)
 
 
 # ------------------------------------------------------------------------------------------ Q6_K
@@ -271,7 +272,8 @@ def q6k_run_f32(lq, lh, u, x, xs, p: i32, one: u32):
     for i in pyptx.static_range(4):
         q6 = q6k_bytes(lq[4 * (u & 1) + i], lh[i], u)
         e = p + 32 * u + 4 * i
-        dot = fields_dot4(q6, 0, 6, x[e], x[e + 1], x[e + 2], x[e + 3], dot, one)
+        a0, a1, a2, a3 = pyptx.vload(x, e, 4)
+        dot = fields_dot4(q6, 0, 6, a0, a1, a2, a3, dot, one)
     # Σ(1 + q/64)x = Σx + Σqx/64
     return 64.0 * dot - 96.0 * xs[(p >> 4) + 2 * u]
 
@@ -282,10 +284,12 @@ def q6k_run_dp4a(lw, lh, u, hq, lq, xd, xs, p: i32):
     ih = 0
     il = 0
     e = (p >> 2) + 8 * u
+    h4 = pyptx.vload(hq, e, 4)
+    l4 = pyptx.vload(lq, e, 4)
     for i in pyptx.static_range(4):
         q6 = pyptx.bitcast(q6k_bytes(lw[4 * (u & 1) + i], lh[i], u), i32)
-        ih = pyptx.dp4a(q6, hq[e + i], ih)
-        il = pyptx.dp4a(q6, lq[e + i], il)
+        ih = pyptx.dp4a(q6, h4[i], ih)
+        il = pyptx.dp4a(q6, l4[i], il)
     dot = xd[(p >> 5) + u] * (f32(ih) + f32(il) * (1.0 / RES_SCALE))
     return dot - 32.0 * xs[(p >> 4) + 2 * u]
 
@@ -407,7 +411,8 @@ def q8_0_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i3
                 dot = 0.0
                 for i in pyptx.static_range(8):
                     e = p + 4 * i
-                    dot = fields_dot4(qv[i], 0, 8, x[e], x[e + 1], x[e + 2], x[e + 3], dot, one)
+                    a0, a1, a2, a3 = pyptx.vload(x, e, 4)
+                    dot = fields_dot4(qv[i], 0, 8, a0, a1, a2, a3, dot, one)
                 # Σ(1 + (q + 128)/256)x = Σx + Σqx/256 + Σx/2
                 acc[r] += d * (256.0 * dot - 384.0 * (xs[p >> 4] + xs[(p >> 4) + 1]))
             b += 32
@@ -443,8 +448,10 @@ def q8_0_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], w: u8[:], n:
                 ih = 0
                 il = 0
                 for i in pyptx.static_range(8):
-                    ih = pyptx.dp4a(qv[i], hq[e + i], ih)
-                    il = pyptx.dp4a(qv[i], lq[e + i], il)
+                    h4 = pyptx.vload(hq, e + 4 * (i >> 2), 4)
+                    l4 = pyptx.vload(lq, e + 4 * (i >> 2), 4)
+                    ih = pyptx.dp4a(qv[i], h4[i & 3], ih)
+                    il = pyptx.dp4a(qv[i], l4[i & 3], il)
                 acc[r] += d * xd[(r * k >> 5) + b] * (f32(ih) + f32(il) * (1.0 / RES_SCALE))
             b += 32
         for r in pyptx.static_range(M):
