@@ -2,8 +2,8 @@
 
 One warp per weight row streams the row's blocks; the weights stay packed in global memory and
 are decoded in registers.  The `M` activation rows of a launch (a constexpr, ≤ 8) share every
-weight load.  Arrays are passed flat (1-d) so that `x[p + c]` folds into one address; lane sums
-end in a `shfl_xor` reduction.  Two families:
+weight load.  Arrays are passed flat (1-d) and read with 128-bit `pyptx.vload`s wherever the
+layout is 16-byte aligned (Q4_K blocks, activations); lane sums end in a `shfl_xor` reduction.  Two families:
 
 * f32 (`*_gemv_kernel`): weights become floats with the mantissa trick of `_qblock` (no
   conversion instruction), products accumulate in f32; `xs` holds Σx per 16 activations
@@ -40,40 +40,66 @@ RES_SCALE = 254.0
 # ------------------------------------------------------------------------- activation preparation
 @pyptx.kernel
 def act_sums_kernel(xs: f32[:], x: f32[:]):
-    """xs[g] = Σ x[16g .. 16g+15]; one thread per group of 16."""
+    """xs[g] = Σ x[16g .. 16g+15]; one thread per group of 16 (four 128-bit loads)."""
     g = pyptx.grid(1)
     if g < len(xs):
-        o = g * 16
         s = 0.0
-        for j in pyptx.static_range(16):
-            s += x[o + j]
+        for j in pyptx.static_range(4):
+            v0, v1, v2, v3 = pyptx.vload(x, g * 16 + 4 * j, 4)
+            s += (v0 + v1) + (v2 + v3)
         xs[g] = s
+
+
+@pyptx.func
+def pack4(a: f32, b: f32, c: f32, d: f32):
+    """Four integral floats in -128..127 as the bytes of one u32 (a lowest)."""
+    return (u32(i32(a)) & 0xFF) | ((u32(i32(b)) & 0xFF) << 8) | ((u32(i32(c)) & 0xFF) << 16) \
+        | (u32(i32(d)) << 24)
 
 
 @pyptx.kernel
 def act_q8_kernel(xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], x: f32[:]):
-    """Per 32 activations: d = max|x|/127, hi = round(x/d), lo = round((x − d·hi)·254/d);
-    xs gets the two exact sums of 16.  One thread per group of 32."""
+    """Per 32 activations: d = max|x|/127, hi = round(x/d), lo = round((x/d − hi)·254); xs gets
+    the two exact sums of 16.  One thread per group of 32, 128-bit loads and stores.  A NaN or
+    inf in the group makes d NaN, so every output using it is NaN (as in the float product)."""
     g = pyptx.grid(1)
     if g < len(xd):
         o = g * 32
+        v = pyptx.local.array(32, f32)
         amax = 0.0
         s0 = 0.0
         s1 = 0.0
-        for j in pyptx.static_range(16):
-            v = x[o + j]
-            v2 = x[o + 16 + j]
-            s0 += v
-            s1 += v2
-            amax = max(amax, max(abs(v), abs(v2)))
-        d = amax / 127.0
+        for j in pyptx.static_range(8):
+            v0, v1, v2, v3 = pyptx.vload(x, o + 4 * j, 4)
+            v[4 * j] = v0
+            v[4 * j + 1] = v1
+            v[4 * j + 2] = v2
+            v[4 * j + 3] = v3
+            if j < 4:
+                s0 += (v0 + v1) + (v2 + v3)
+            else:
+                s1 += (v0 + v1) + (v2 + v3)
+            amax = max(amax, max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3))))
         inv = 127.0 / amax if amax > 0.0 else 0.0
-        for j in pyptx.static_range(32):
-            v = x[o + j]
-            hi = pyptx.math.floor(v * inv + 0.5)
-            xh[o + j] = i32(hi)
-            xl[o + j] = i32(pyptx.math.floor((v * inv - hi) * RES_SCALE + 0.5))
-        xd[g] = d
+        hq = xh.view(u32)
+        lq = xl.view(u32)
+        hw = pyptx.local.array(4, u32)
+        lw = pyptx.local.array(4, u32)
+        for j in pyptx.static_range(2):
+            for i in pyptx.static_range(4):
+                e = 16 * j + 4 * i
+                h0 = pyptx.math.floor(v[e] * inv + 0.5)
+                h1 = pyptx.math.floor(v[e + 1] * inv + 0.5)
+                h2 = pyptx.math.floor(v[e + 2] * inv + 0.5)
+                h3 = pyptx.math.floor(v[e + 3] * inv + 0.5)
+                hw[i] = pack4(h0, h1, h2, h3)
+                lw[i] = pack4(pyptx.math.floor((v[e] * inv - h0) * RES_SCALE + 0.5),
+                              pyptx.math.floor((v[e + 1] * inv - h1) * RES_SCALE + 0.5),
+                              pyptx.math.floor((v[e + 2] * inv - h2) * RES_SCALE + 0.5),
+                              pyptx.math.floor((v[e + 3] * inv - h3) * RES_SCALE + 0.5))
+            pyptx.vstore(hq, 8 * g + 4 * j, (hw[0], hw[1], hw[2], hw[3]))
+            pyptx.vstore(lq, 8 * g + 4 * j, (lw[0], lw[1], lw[2], lw[3]))
+        xd[g] = amax / 127.0 + (s0 + s1) * 0.0
         xs[2 * g] = s0
         xs[2 * g + 1] = s1
 

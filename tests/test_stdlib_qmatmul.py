@@ -126,3 +126,14 @@ def test_bad_arguments(call, exc, word):
     w = Q.quantize_q4_k(rng.standard_normal((3, 256)).astype(np.float32))
     with pytest.raises(exc, match=word):
         call(x, w)
+
+
+@pytest.mark.parametrize("fmt", FUNCS)
+@pytest.mark.parametrize("path", ["f32", "dp4a", "tiled"])
+def test_nan_in_x_reaches_its_row_only(fmt, path):
+    rng = np.random.default_rng(9)
+    w = Q.quantize(rng.standard_normal((5, 256)).astype(np.float32), fmt)
+    x = rng.standard_normal((2, 256)).astype(np.float32)
+    x[1, 77] = np.nan
+    got = FUNCS[fmt](x, w, 5, path=path)
+    assert np.isfinite(got[0]).all() and np.isnan(got[1]).all()
