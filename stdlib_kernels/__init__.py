@@ -19,6 +19,10 @@ from .norms import layernorm, layernorm_kernel, rmsnorm, rmsnorm_kernel
 from .rope import rope, rope_kernel
 from .softmax import softmax, softmax_block_kernel, softmax_warp_kernel
 from .qmatmul import q4k_gate_up_swiglu, q4k_matmul, q6k_matmul, q8_0_matmul
+from .qgemv import (act_q8_kernel, act_sums_kernel, q4k_dp4a_kernel, q4k_gate_up_kernel,
+                    q4k_gemv_kernel, q6k_dp4a_kernel, q6k_gemv_kernel, q8_0_dp4a_kernel,
+                    q8_0_gemv_kernel)
+from .qtiled import qmatmul_tiled_kernel
 
 __all__ = [
     "softmax", "rmsnorm", "layernorm", "gemm", "kv_scatter", "decode_attention", "rope",
@@ -29,4 +33,7 @@ __all__ = [
     "gemm_tc_kernel", "flash_attention", "flash_attention_tc_kernel",
     "flash_attention_f32_kernel",
     "q4k_matmul", "q6k_matmul", "q8_0_matmul", "q4k_gate_up_swiglu",
+    "act_sums_kernel", "act_q8_kernel", "q4k_gemv_kernel", "q4k_dp4a_kernel",
+    "q4k_gate_up_kernel", "q6k_gemv_kernel", "q6k_dp4a_kernel", "q8_0_gemv_kernel",
+    "q8_0_dp4a_kernel", "qmatmul_tiled_kernel",
 ]

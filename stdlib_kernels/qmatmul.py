@@ -71,6 +71,15 @@ def check_x(fn: str, x, fmt: str) -> tuple[np.ndarray, bool]:
     return x2, x_in.ndim == 1
 
 
+def check_n(fn: str, n, x2: np.ndarray) -> int:
+    """The weight's row count; the [m, n] result must stay addressable with i32 indices."""
+    n = V.int_scalar(fn, "n", n, 1, _I32_MAX)
+    if x2.shape[0] * n > _I32_MAX:
+        raise ValueError(f"{fn}: the result [{x2.shape[0]}, {n}] has more than 2**31-1 "
+                         f"elements; split x by rows")
+    return n
+
+
 def prepare_sums(x2: np.ndarray) -> np.ndarray:
     """Σx per 16 activations (the f32 GEMV's offsets and Q4_K minimums)."""
     xs = _alloc(x2.size // 16)
@@ -127,7 +136,7 @@ def run(fmt: str, x2: np.ndarray, w: np.ndarray, n: int, path: str) -> np.ndarra
 def _matmul(fn: str, fmt: str, x, w, n, path) -> np.ndarray:
     path = V.choice(fn, "path", path, PATHS)
     x2, was_1d = check_x(fn, x, fmt)
-    n = V.int_scalar(fn, "n", n, 1, _I32_MAX)
+    n = check_n(fn, n, x2)
     w = check_weight(fn, "w", w, n, x2.shape[1], fmt)
     out = run(fmt, x2, w, n, path)
     return out.reshape(n) if was_1d else out
@@ -164,7 +173,7 @@ def q4k_gate_up_swiglu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray,
     """
     fn = "q4k_gate_up_swiglu"
     x2, was_1d = check_x(fn, x, "q4_k")
-    n = V.int_scalar(fn, "n", n, 1, _I32_MAX)
+    n = check_n(fn, n, x2)
     k = x2.shape[1]
     wg = check_weight(fn, "w_gate", w_gate, n, k, "q4_k")
     wu = check_weight(fn, "w_up", w_up, n, k, "q4_k")

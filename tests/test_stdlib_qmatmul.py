@@ -115,6 +115,7 @@ def test_auto_path_and_zero_rows():
     (lambda x, w: sk.q4k_matmul(x, w, 4), ValueError, "w"),
     (lambda x, w: sk.q4k_matmul(x, w, 0), ValueError, "n"),
     (lambda x, w: sk.q4k_matmul(x, w, 3.0), TypeError, "n"),
+    (lambda x, w: sk.q4k_matmul(x, w, 2**30 + 1), ValueError, "2\\*\\*31"),
     (lambda x, w: sk.q4k_matmul(x, w, 3, path="fast"), ValueError, "path"),
     (lambda x, w: sk.q6k_matmul(x, w, 3), ValueError, "w"),
     (lambda x, w: sk.q4k_gate_up_swiglu(x, w, w[:2], 3), ValueError, "w_up"),
