@@ -46,7 +46,7 @@ LLAMA_CPP = {"Q4_K": (12, 2 * 256, 8), "Q6_K": (14, 1 * 256, 2), "Q8_0": (8, 8 *
 _INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
 
 
-# ---- SASS -----------------------------------------------------------------------------------------
+# ---- SASS ---------------------------------------------------------------------------------
 
 def _tool(exe: str) -> str | None:
     try:
@@ -145,8 +145,8 @@ def llama_cpp_rows(arch: str, ggml: str | None):
                  if os.path.isfile(os.path.join(r, "src", "ggml-cuda", "mmvq.cu"))), None)
     nvcc = _tool("nvcc")
     if root is None or nvcc is None:
-        print(f"llama.cpp column skipped: {'no nvcc' if nvcc is None else 'no src/ggml-cuda/mmvq.cu'}"
-              f" (under {ggml})")
+        why = "no nvcc" if nvcc is None else "no src/ggml-cuda/mmvq.cu"
+        print(f"llama.cpp column skipped: {why} (under {ggml})")
         return
     inc = os.path.join(os.path.dirname(os.path.dirname(nvcc)), "include")
     with tempfile.TemporaryDirectory() as d:
@@ -177,7 +177,8 @@ def llama_cpp_rows(arch: str, ggml: str | None):
 
 def sass_report(arch: str, ggml: str | None) -> int:
     if find_ptxas() is None or _tool("cuobjdump") is None:
-        print("SASS report needs ptxas and cuobjdump (pip: nvidia-cuda-nvcc, nvidia-cuda-cuobjdump)")
+        print("SASS report needs ptxas and cuobjdump "
+              "(pip: nvidia-cuda-nvcc, nvidia-cuda-cuobjdump)")
         return 1
     print(f"innermost GEMV loop on {arch}, m = 1: warp instructions per 256 weights")
     print(f"{'kernel':36s} {'type':5s} {'insns/256':>9s} {'regs':>5s}  global loads in the loop")
@@ -187,7 +188,7 @@ def sass_report(arch: str, ggml: str | None) -> int:
     return 0
 
 
-# ---- GPU timings ----------------------------------------------------------------------------------
+# ---- GPU timings --------------------------------------------------------------------------
 
 def gpu_report(repeat: int) -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

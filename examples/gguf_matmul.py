@@ -59,8 +59,9 @@ def main() -> int:
             err = np.linalg.norm(got - want) / np.linalg.norm(want)
             good = got.shape == (M, N) and err < 2e-3
             ok &= good
-            print(f"{tensor.name:24s} {tensor.tensor_type.name:5s} shape {[int(s) for s in tensor.shape]} "
-                  f"-> {got.shape}  rel. error {err:.2e}  {'ok' if good else 'FAIL'}")
+            dims = [int(s) for s in tensor.shape]
+            print(f"{tensor.name:24s} {tensor.tensor_type.name:5s} shape {dims} -> {got.shape}"
+                  f"  rel. error {err:.2e}  {'ok' if good else 'FAIL'}")
         del reader                       # release the memory map before the directory goes
     print(f"{'PASS' if ok else 'FAIL'} (on the {pyptx.device()})")
     return 0 if ok else 1

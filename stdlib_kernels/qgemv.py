@@ -3,7 +3,8 @@
 One warp per weight row streams the row's blocks; the weights stay packed in global memory and
 are decoded in registers.  The `M` activation rows of a launch (a constexpr, ≤ 8) share every
 weight load.  Arrays are passed flat (1-d) and read with 128-bit `pyptx.vload`s wherever the
-layout is 16-byte aligned (Q4_K blocks, activations); lane sums end in a `shfl_xor` reduction.  Two families:
+layout is 16-byte aligned (Q4_K blocks, activations); lane sums end in a `shfl_xor` reduction.
+Two families:
 
 * f32 (`*_gemv_kernel`): weights become floats with the mantissa trick of `_qblock` (no
   conversion instruction), products accumulate in f32; `xs` holds Σx per 16 activations
@@ -24,7 +25,7 @@ Lane → weight maps (one warp iteration covers 4 Q4_K blocks, 8 Q6_K blocks or 
 from __future__ import annotations
 
 import pyptx
-from pyptx import block_dim, block_idx, f32, i8, i32, thread_idx, u8, u16, u32
+from pyptx import block_dim, block_idx, f16, f32, i8, i32, thread_idx, u8, u16, u32
 
 from ._qblock import fields_dot4, half_hi, half_lo, one_bits, pair16, q4k_scale_min_pair
 from ._warp import warp_sum
@@ -102,6 +103,39 @@ def act_q8_kernel(xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], x: f32[:]):
         xd[g] = amax / 127.0 + (s0 + s1) * 0.0
         xs[2 * g] = s0
         xs[2 * g + 1] = s1
+
+
+# ---------------------------------------------------------------------------------- shared parts
+@pyptx.func
+def zero(acc, M):
+    """acc[0..M) = 0 (a local array indexed only with static_range: registers)."""
+    for r in pyptx.static_range(M):
+        acc[r] = 0.0
+
+
+@pyptx.func
+def write_rows(out, acc, M, n: i32, row: i32, lane: i32):
+    """out[r·n + row] = Σ_lanes acc[r] for r < M, stored by lane 0."""
+    for r in pyptx.static_range(M):
+        v = warp_sum(acc[r])
+        if lane == 0:
+            out[r * n + row] = v
+
+
+@pyptx.func
+def q6k_load(wh, wb: i32, hh: i32, sel: i32, lw, lh, sc):
+    """One lane's share of the Q6_K block at u16 word wb: ql words for l = 16·sel + 0..15 of
+    half hh (lw[0..3] from ql[l..], lw[4..7] from ql[32 + l..]), the matching qh words (lh) and
+    d·scale of the four 16-runs (sc)."""
+    qw = wb + 32 * hh + 8 * sel
+    for i in pyptx.static_range(4):
+        lw[i] = pair16(wh, qw + 2 * i)
+        lw[4 + i] = pair16(wh, qw + 16 + 2 * i)
+        lh[i] = pair16(wh, wb + 64 + 16 * hh + 8 * sel + 2 * i)
+    d = f32(pyptx.bitcast(wh[wb + 104], f16))
+    for u in pyptx.static_range(4):
+        s2 = u32(wh[wb + 96 + 4 * hh + u]) >> (8 * sel)
+        sc[u] = d * f32(pyptx.bitcast(u8(s2 & 0xFF), i8))
 
 
 # ------------------------------------------------------------------------------------------ Q4_K
@@ -186,8 +220,7 @@ def q4k_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i32
         c = t >> 1
         one = one_bits(n)
         acc = pyptx.local.array(M, f32)
-        for r in pyptx.static_range(M):
-            acc[r] = 0.0
+        zero(acc, M)
         xoff = 64 * c + 16 * (t & 1)
         b = lane >> 3
         while b < nb:
@@ -199,10 +232,7 @@ def q4k_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i32
                 acc[r] += q4k_dot_f32(q0, q1, q2, q3, a0, a1, o0, o1, x, xs,
                                       r * k + b * 256 + xoff, one)
             b += 4
-        for r in pyptx.static_range(M):
-            v = warp_sum(acc[r])
-            if lane == 0:
-                out[r * n + row] = v
+        write_rows(out, acc, M, n, row, lane)
 
 
 @pyptx.kernel
@@ -219,8 +249,7 @@ def q4k_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], w
         t = lane & 7
         c = t >> 1
         acc = pyptx.local.array(M, f32)
-        for r in pyptx.static_range(M):
-            acc[r] = 0.0
+        zero(acc, M)
         xoff = 64 * c + 16 * (t & 1)
         b = lane >> 3
         while b < nb:
@@ -232,10 +261,7 @@ def q4k_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], w
                 acc[r] += q4k_dot_dp4a(q0, q1, q2, q3, a0, a1, o0, o1, hq, lq, xd, xs,
                                        r * k + b * 256 + xoff)
             b += 4
-        for r in pyptx.static_range(M):
-            v = warp_sum(acc[r])
-            if lane == 0:
-                out[r * n + row] = v
+        write_rows(out, acc, M, n, row, lane)
 
 
 @pyptx.kernel
@@ -253,9 +279,8 @@ def q4k_gate_up_kernel(out: f32[:], x: f32[:], xs: f32[:], wg: u8[:], wu: u8[:],
         one = one_bits(n)
         acc_g = pyptx.local.array(M, f32)
         acc_u = pyptx.local.array(M, f32)
-        for r in pyptx.static_range(M):
-            acc_g[r] = 0.0
-            acc_u[r] = 0.0
+        zero(acc_g, M)
+        zero(acc_u, M)
         xoff = 64 * c + 16 * (t & 1)
         b = lane >> 3
         while b < nb:
@@ -334,8 +359,7 @@ def q6k_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i32
         sel = t & 1
         one = one_bits(n)
         acc = pyptx.local.array(M, f32)
-        for r in pyptx.static_range(M):
-            acc[r] = 0.0
+        zero(acc, M)
         lw = pyptx.local.array(8, u32)
         lh = pyptx.local.array(4, u32)
         sc = pyptx.local.array(4, f32)
@@ -343,15 +367,7 @@ def q6k_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i32
         b = lane >> 2
         while b < nb:
             wb = (row * nb + b) * 105
-            qw = wb + 32 * hh + 8 * sel
-            for i in pyptx.static_range(4):
-                lw[i] = pair16(wh, qw + 2 * i)
-                lw[4 + i] = pair16(wh, qw + 16 + 2 * i)
-                lh[i] = pair16(wh, wb + 64 + 16 * hh + 8 * sel + 2 * i)
-            d = f32(pyptx.bitcast(wh[wb + 104], pyptx.f16))
-            for u in pyptx.static_range(4):
-                s2 = u32(wh[wb + 96 + 4 * hh + u]) >> (8 * sel)
-                sc[u] = d * f32(pyptx.bitcast(u8(s2 & 0xFF), i8))
+            q6k_load(wh, wb, hh, sel, lw, lh, sc)
             for r in pyptx.static_range(M):
                 p = r * k + b * 256 + xoff
                 tot = 0.0
@@ -359,10 +375,7 @@ def q6k_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i32
                     tot += sc[u] * q6k_run_f32(lw, lh, u, x, xs, p, one)
                 acc[r] += tot
             b += 8
-        for r in pyptx.static_range(M):
-            v = warp_sum(acc[r])
-            if lane == 0:
-                out[r * n + row] = v
+        write_rows(out, acc, M, n, row, lane)
 
 
 @pyptx.kernel
@@ -380,8 +393,7 @@ def q6k_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], w
         hh = t >> 1
         sel = t & 1
         acc = pyptx.local.array(M, f32)
-        for r in pyptx.static_range(M):
-            acc[r] = 0.0
+        zero(acc, M)
         lw = pyptx.local.array(8, u32)
         lh = pyptx.local.array(4, u32)
         sc = pyptx.local.array(4, f32)
@@ -389,15 +401,7 @@ def q6k_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], w
         b = lane >> 2
         while b < nb:
             wb = (row * nb + b) * 105
-            qw = wb + 32 * hh + 8 * sel
-            for i in pyptx.static_range(4):
-                lw[i] = pair16(wh, qw + 2 * i)
-                lw[4 + i] = pair16(wh, qw + 16 + 2 * i)
-                lh[i] = pair16(wh, wb + 64 + 16 * hh + 8 * sel + 2 * i)
-            d = f32(pyptx.bitcast(wh[wb + 104], pyptx.f16))
-            for u in pyptx.static_range(4):
-                s2 = u32(wh[wb + 96 + 4 * hh + u]) >> (8 * sel)
-                sc[u] = d * f32(pyptx.bitcast(u8(s2 & 0xFF), i8))
+            q6k_load(wh, wb, hh, sel, lw, lh, sc)
             for r in pyptx.static_range(M):
                 p = r * k + b * 256 + xoff
                 tot = 0.0
@@ -405,10 +409,7 @@ def q6k_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], w
                     tot += sc[u] * q6k_run_dp4a(lw, lh, u, hq, lq, xd, xs, p)
                 acc[r] += tot
             b += 8
-        for r in pyptx.static_range(M):
-            v = warp_sum(acc[r])
-            if lane == 0:
-                out[r * n + row] = v
+        write_rows(out, acc, M, n, row, lane)
 
 
 # ------------------------------------------------------------------------------------------ Q8_0
@@ -423,13 +424,12 @@ def q8_0_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i3
         nb = k >> 5
         one = one_bits(n)
         acc = pyptx.local.array(M, f32)
-        for r in pyptx.static_range(M):
-            acc[r] = 0.0
+        zero(acc, M)
         qv = pyptx.local.array(8, u32)
         b = lane
         while b < nb:
             wb = (row * nb + b) * 17
-            d = f32(pyptx.bitcast(wh[wb], pyptx.f16))
+            d = f32(pyptx.bitcast(wh[wb], f16))
             for i in pyptx.static_range(8):
                 qv[i] = pair16(wh, wb + 1 + 2 * i) ^ 0x80808080     # int8 q → q + 128
             for r in pyptx.static_range(M):
@@ -442,10 +442,7 @@ def q8_0_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i3
                 # Σ(1 + (q + 128)/256)x = Σx + Σqx/256 + Σx/2
                 acc[r] += d * (256.0 * dot - 384.0 * (xs[p >> 4] + xs[(p >> 4) + 1]))
             b += 32
-        for r in pyptx.static_range(M):
-            v = warp_sum(acc[r])
-            if lane == 0:
-                out[r * n + row] = v
+        write_rows(out, acc, M, n, row, lane)
 
 
 @pyptx.kernel
@@ -460,13 +457,12 @@ def q8_0_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], w: u8[:], n:
     if row < n:
         nb = k >> 5
         acc = pyptx.local.array(M, f32)
-        for r in pyptx.static_range(M):
-            acc[r] = 0.0
+        zero(acc, M)
         qv = pyptx.local.array(8, i32)
         b = lane
         while b < nb:
             wb = (row * nb + b) * 17
-            d = f32(pyptx.bitcast(wh[wb], pyptx.f16))
+            d = f32(pyptx.bitcast(wh[wb], f16))
             for i in pyptx.static_range(8):
                 qv[i] = pyptx.bitcast(pair16(wh, wb + 1 + 2 * i), i32)
             for r in pyptx.static_range(M):
@@ -480,7 +476,4 @@ def q8_0_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], w: u8[:], n:
                     il = pyptx.dp4a(qv[i], l4[i & 3], il)
                 acc[r] += d * xd[(r * k >> 5) + b] * (f32(ih) + f32(il) * (1.0 / RES_SCALE))
             b += 32
-        for r in pyptx.static_range(M):
-            v = warp_sum(acc[r])
-            if lane == 0:
-                out[r * n + row] = v
+        write_rows(out, acc, M, n, row, lane)

@@ -116,7 +116,7 @@ def run(fmt: str, x2: np.ndarray, w: np.ndarray, n: int, path: str) -> np.ndarra
     block = 32 * G.GEMV_WARPS
     if path == "tiled":
         QT.qmatmul_tiled_kernel[(V.ceil_div(n, QT.TILE), V.ceil_div(m, QT.TILE)), QT.THREADS](
-            out.reshape(-1), x2.reshape(-1), w, m, n, k, tiled_fmt)
+            out, x2.reshape(-1), w, m, n, k, tiled_fmt)
     elif path == "f32":
         xs = prepare_sums(x2)
         for r, rows in _gemv_rows(m):

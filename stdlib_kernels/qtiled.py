@@ -4,9 +4,9 @@ A block of 256 threads owns a 64 (activation rows) × 64 (weight rows) tile of t
 walks k in steps of 32 (one Q8_0 block, one Q4_K sub-block, two Q6_K scale groups).  Each step
 stages x[64 × 32] transposed in shared memory and dequantises w[64 × 32] once into shared memory
 (each thread decodes 8 consecutive weights of one row straight from the packed bytes), then every
-thread accumulates a 4×4 register block (rows ty + 16i, columns tx + 16j).  Both tiles have a
-row stride of 65 words, so the transposing stores spread over the banks.  One kernel serves all
-three formats: `FMT` (constexpr) picks the decoder at compile time.
+thread accumulates a 4×4 register block (rows ty + 16i, columns tx + 16j) with the float GEMM's
+helpers.  Both tiles have a row stride of 65 words, so the transposing stores spread over the
+banks.  One kernel serves all three formats: `FMT` (constexpr) picks the decoder at compile time.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pyptx
 from pyptx import block_idx, f16, f32, i8, i32, thread_idx, u8, u16, u32
 
 from ._qblock import half_hi, half_lo, pair16, q4k_scale_min_pair
+from .gemm import _fma4, _store_row
 
 TILE = 64
 TILE_K = 32
@@ -75,28 +76,10 @@ def deq8_q8_0(wh, row: i32, nb: i32, kk: i32, dst, col: i32):
             dst[base + 4 * half + e, col] = d * f32(pyptx.bitcast(u8((v >> (8 * e)) & 0xFF), i8))
 
 
-@pyptx.func
-def _fma4(c0: f32, c1: f32, c2: f32, c3: f32, x: f32, y0: f32, y1: f32, y2: f32, y3: f32):
-    return c0 + x * y0, c1 + x * y1, c2 + x * y2, c3 + x * y3
-
-
-@pyptx.func
-def _store4(out, r: i32, c0: i32, m: i32, n: i32, v0: f32, v1: f32, v2: f32, v3: f32):
-    if r < m:
-        if c0 < n:
-            out[r * n + c0] = v0
-        if c0 + 16 < n:
-            out[r * n + c0 + 16] = v1
-        if c0 + 32 < n:
-            out[r * n + c0 + 32] = v2
-        if c0 + 48 < n:
-            out[r * n + c0 + 48] = v3
-
-
 @pyptx.kernel
-def qmatmul_tiled_kernel(out: f32[:], x: f32[:], w: u8[:], m: i32, n: i32, k: i32,
+def qmatmul_tiled_kernel(out: f32[:, :], x: f32[:], w: u8[:], m: i32, n: i32, k: i32,
                          FMT: pyptx.constexpr):
-    """out[r·n + j] = Σ_p x[r·k + p] · dequant(w)[j, p]; a 64×64 tile per 256-thread block."""
+    """out[r, j] = Σ_p x[r·k + p] · dequant(w)[j, p]; a 64×64 tile per 256-thread block."""
     xt = pyptx.shared.array((TILE_K, STRIDE), f32)
     wt = pyptx.shared.array((TILE_K, STRIDE), f32)
     wq = w.view(u32)
@@ -159,7 +142,7 @@ def qmatmul_tiled_kernel(out: f32[:], x: f32[:], w: u8[:], m: i32, n: i32, k: i3
             c20, c21, c22, c23 = _fma4(c20, c21, c22, c23, x2, y0, y1, y2, y3)
             c30, c31, c32, c33 = _fma4(c30, c31, c32, c33, x3, y0, y1, y2, y3)
         pyptx.syncthreads()
-    _store4(out, m0 + ty, n0 + tx, m, n, c00, c01, c02, c03)
-    _store4(out, m0 + ty + 16, n0 + tx, m, n, c10, c11, c12, c13)
-    _store4(out, m0 + ty + 32, n0 + tx, m, n, c20, c21, c22, c23)
-    _store4(out, m0 + ty + 48, n0 + tx, m, n, c30, c31, c32, c33)
+    _store_row(out, m0 + ty, n0 + tx, m, n, c00, c01, c02, c03)
+    _store_row(out, m0 + ty + 16, n0 + tx, m, n, c10, c11, c12, c13)
+    _store_row(out, m0 + ty + 32, n0 + tx, m, n, c20, c21, c22, c23)
+    _store_row(out, m0 + ty + 48, n0 + tx, m, n, c30, c31, c32, c33)

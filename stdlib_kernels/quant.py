@@ -231,8 +231,8 @@ def dequantize_q6_k(data: np.ndarray) -> np.ndarray:
     n = blocks.shape[0]
     ql = blocks[:, :128].reshape(n, 2, 1, 64) >> np.array([0, 4], np.uint8).reshape(1, 1, 2, 1)
     ql = (ql & 15).reshape(n, 2, 4, 32)
-    qh = blocks[:, 128:192].reshape(n, 2, 1, 32) >> np.array([0, 2, 4, 6], np.uint8).reshape(1, 1, 4, 1)
-    qh = qh & 3
+    shifts = np.array([0, 2, 4, 6], np.uint8).reshape(1, 1, 4, 1)
+    qh = (blocks[:, 128:192].reshape(n, 2, 1, 32) >> shifts) & 3
     q = ((ql | (qh << 4)).astype(np.int8) - np.int8(32)).reshape(n, 16, 16).astype(_F32)
     scale = blocks[:, 192:208].view(np.int8).astype(_F32) * _fp16(blocks[:, 208:210])
     return (scale[:, :, None] * q).reshape(shape)
