@@ -1,4 +1,5 @@
-"""SPEC §6 functions that are a later issue: present by name so users get a clear error.
+"""The error a not-yet-available stdlib feature raises (none does at present; the class stays
+importable for code that catches it).
 
 `NotYetImplementedError` is both a `NotImplementedError` (what it is) and a `ValueError` (what
 `gemm(variant=...)` raises for any other variant it cannot run), so either `except` catches it.
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 
 class NotYetImplementedError(NotImplementedError, ValueError):
-    """A SPEC §6 feature that this version of stdlib_kernels does not provide yet."""
+    """A library feature that this version of stdlib_kernels does not provide yet."""
 
 
 def not_yet(what: str, instead: str = "") -> NotYetImplementedError:
