@@ -87,6 +87,29 @@ def _attention_ref(q, k, v, causal):
     return (p / p.sum(-1, keepdims=True)) @ v
 
 
+def _quant(fmt, path, m):
+    """A fused GGUF matmul on one path against x @ dequant(w).T in float64."""
+    from stdlib_kernels import quant as Q
+    fn = {"q4_k": S.q4k_matmul, "q6_k": S.q6k_matmul, "q8_0": S.q8_0_matmul}[fmt]
+
+    def run(r):
+        n, k = 5, 256
+        w = getattr(Q, f"quantize_{fmt}")(randn(r, n, k))
+        x = randn(r, m, k)
+        want = x.astype(np.float64) @ getattr(Q, f"dequantize_{fmt}")(w).T.astype(np.float64)
+        return fn(x, w, n, path=path), want, 2e-3, 2e-3
+    return run
+
+
+def _q4k_gate_up(r):
+    from stdlib_kernels import quant as Q
+    n, k = 6, 256
+    wg, wu = Q.quantize_q4_k(randn(r, n, k)), Q.quantize_q4_k(randn(r, n, k))
+    x = randn(r, 2, k).astype(np.float64)
+    g, u = (x @ Q.dequantize_q4_k(w).T.astype(np.float64) for w in (wg, wu))
+    return S.q4k_gate_up_swiglu(x.astype(np.float32), wg, wu, n), swiglu_ref(g, u), 2e-3, 2e-3
+
+
 CASES = [
     Case("softmax warp path", lambda r: (lambda x: (S.softmax(x), softmax_ref(x), 1e-5, 1e-7))(
         randn(r, 9, 100))),
@@ -111,6 +134,10 @@ CASES = [
     Case("swiglu", lambda r: (lambda g, u: (S.swiglu(g, u), swiglu_ref(g, u), 1e-5, 1e-6))(
         randn(r, 1000), randn(r, 1000))),
     Case("gate_up_swiglu", _gate_up),
+    *[Case(f"{name} {path} m={m}", _quant(fmt, path, m))
+      for name, fmt in (("q4k_matmul", "q4_k"), ("q6k_matmul", "q6_k"), ("q8_0_matmul", "q8_0"))
+      for path, m in (("f32", 1), ("dp4a", 3), ("tiled", 9))],
+    Case("q4k_gate_up_swiglu", _q4k_gate_up),
 ]
 
 
