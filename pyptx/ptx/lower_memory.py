@@ -6,7 +6,7 @@ IR pointers are 64-bit addresses in their own state space (the global window aft
 """
 from __future__ import annotations
 
-from ..ir.core import Const
+from ..ir.core import Const, Instr, Param
 from . import tables as tb
 from .emitter import lowers
 
@@ -18,8 +18,18 @@ def _address(em, p, ins) -> str:
 
 
 def space_of(em, p) -> str:
-    """The state space a load through `p` reads."""
-    return p.type.space
+    """The state space a load through `p` reads: `global.nc` (the read-only data path) when
+    `p` points into an array parameter the kernel never writes (CUDA's `const __restrict__`;
+    the launcher falls back to plain loads when such an argument overlaps a written one)."""
+    space = p.type.space
+    if space != "global":
+        return space
+    while p.__class__ is Instr and p.op in ("gep", "bitcast"):
+        p = p.operands[0]
+    written = em.fn.attrs.get("written_params")
+    if p.__class__ is Param and written is not None and p.name not in written:
+        return "global.nc"
+    return space
 
 
 @lowers("addr")

@@ -10,7 +10,7 @@ import threading
 
 import numpy as np
 
-from . import driver
+from . import driver, readonly
 from ..errors import DeviceError, LaunchError
 from .device_array import DeviceArray
 from .dlpack import ImportedTensor
@@ -52,6 +52,7 @@ class _GpuPlan:
                               and _is_array_param(ck, p.name)]
         self.static_shared = static_shared_bytes(ck.ptx)
         self.ptx = ck.ptx
+        self.uses_nc = readonly.uses_nc(ck.ptx)
         self.entry = ck.name
         self.function = None
         self.ctx = None
@@ -102,7 +103,6 @@ def launch(compiled, grid, block, flat_args, shared_mem: int = 0, stream=None) -
     ctx = driver.context()
     ctx.make_current()
     fn = plan.loaded(ctx)
-    fn.allow_dynamic_shared(plan.static_shared, shared_mem)
     hstream = driver.stream_handle(stream)
     values = list(flat_args)
     staged = {}        # host data address -> [device ptr, host array, nbytes, writable]
@@ -115,6 +115,11 @@ def launch(compiled, grid, block, flat_args, shared_mem: int = 0, stream=None) -
                 values[i] = arg.array.data
                 continue
             values[i] = _device_address(arg, staged, hstream)
+        if plan.uses_nc and readonly.readonly_aliases_written(
+                [(values[i], _nbytes(flat_args[i].array), flat_args[i].writable)
+                 for i in plan.pointer_slots]):
+            fn = ctx.function(readonly.coherent_ptx(plan.ptx), plan.entry)
+        fn.allow_dynamic_shared(plan.static_shared, shared_mem)
         with plan.lock:
             fn.launch(grid, block, shared_mem, hstream, plan.packer.pack(values))
         if staged:
@@ -127,6 +132,15 @@ def launch(compiled, grid, block, flat_args, shared_mem: int = 0, stream=None) -
             driver.mem_free(entry[0], ctx)
         for t in imported:
             t.release()
+
+
+def _nbytes(obj) -> int:
+    """Bytes of an array argument (numpy, DeviceArray, DLPack or CUDA-array-interface object)."""
+    nbytes = getattr(obj, "nbytes", None)
+    if nbytes is not None:
+        return int(nbytes)
+    cai = obj.__cuda_array_interface__
+    return int(np.prod(cai["shape"], dtype=np.int64)) * np.dtype(cai["typestr"]).itemsize
 
 
 def _device_address(arg: ArrayArg, staged: dict, hstream) -> int:
