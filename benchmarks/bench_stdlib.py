@@ -24,7 +24,8 @@ import numpy as np
 
 import pyptx
 from stdlib_kernels.catalog import LLAMA, SPECIALISATIONS
-from stdlib_kernels._validate import ceil_div, row_block
+from stdlib_kernels._rows import row_config
+from stdlib_kernels._validate import ceil_div
 
 # the submodules (the package re-binds their names to the public functions)
 attention = import_module("stdlib_kernels.attention")
@@ -113,8 +114,9 @@ def gpu_report(repeat: int) -> int:
 
     x = be.put(rng.standard_normal((rows, vocab)).astype(np.float32))
     out = be.empty((rows, vocab))
-    blk = row_block(vocab)
-    t = timed(lambda: softmax_mod.softmax_block_kernel[rows, blk](out, x, blk),
+    kind, cfg = softmax_mod.plan(vocab)
+    assert kind == "block"
+    t = timed(lambda: softmax_mod.softmax_block_kernel[rows, cfg.block](out, x, *cfg),
               lambda: be.sync(out), repeat)
     print(f"softmax  [{rows}x{vocab}]   {2 * rows * vocab * 4 / t / 1e9:8.1f} GB/s  "
           f"({t * 1e6:.1f} us)")
@@ -122,8 +124,8 @@ def gpu_report(repeat: int) -> int:
     x = be.put(rng.standard_normal((rows * 16, hidden)).astype(np.float32))
     w = be.put(rng.standard_normal(hidden).astype(np.float32))
     out = be.empty((rows * 16, hidden))
-    blk = row_block(hidden)
-    t = timed(lambda: norms.rmsnorm_kernel[rows * 16, blk](out, x, w, 1e-6, blk),
+    cfg = row_config(hidden)
+    t = timed(lambda: norms.rmsnorm_kernel[rows * 16, cfg.block](out, x, w, 1e-6, *cfg),
               lambda: be.sync(out), repeat)
     print(f"rmsnorm  [{rows * 16}x{hidden}]  {2 * rows * 16 * hidden * 4 / t / 1e9:8.1f} GB/s  "
           f"({t * 1e6:.1f} us)")

@@ -4,7 +4,8 @@ Pure text functions (no tools needed), so they are unit-tested on their own:
 
 * `parse_sass(text)` -> {function name: [Sass]} (address, guard, opcode with modifiers, operands);
   the padding at the end of a function (NOPs and the `BRA` to itself) is dropped.
-* `loops(instrs)` -> the (start, end) address ranges closed by a backward branch;
+* `loops(instrs)` -> the natural loops (basic blocks, dominators, back edges), so a cold path
+  that ptxas lays out at the end and jumps back from is not mistaken for a loop;
   `hot_loop(instrs)` -> the innermost loop with the most FFMAs (ties: the longer one), the loop
   whose code a GPU runs most in the kernels we write.
 * `kernel_stats(instrs)` -> `SassStats`: instruction count, f64 instructions, global loads by width
@@ -68,28 +69,93 @@ def branch_target(i: Sass) -> int | None:
     return int(m.group(1), 16) if m else None
 
 
-def loops(instrs: list[Sass]) -> list[tuple[int, int]]:
-    """(first address, branch address) of every loop: a branch back to an earlier address."""
-    out = set()
-    for i in instrs:
-        t = branch_target(i)
-        if t is not None and t <= i.addr:
-            out.add((t, i.addr))
-    return sorted(out)
+def _blocks(instrs: list[Sass]) -> tuple[list[list[Sass]], dict[int, list[int]]]:
+    """Basic blocks (split at branch targets and after control transfers) and their successors
+    (block index -> block indices)."""
+    targets = {t for i in instrs if (t := branch_target(i)) is not None}
+    blocks: list[list[Sass]] = []
+    for k, i in enumerate(instrs):
+        if not blocks or i.addr in targets or _ends_block(instrs[k - 1]):
+            blocks.append([])
+        blocks[-1].append(i)
+    first = {b[0].addr: n for n, b in enumerate(blocks)}
+    succs: dict[int, list[int]] = {}
+    for n, b in enumerate(blocks):
+        last = b[-1]
+        out = []
+        t = branch_target(last)
+        if t is not None and t in first:
+            out.append(first[t])
+        if not _no_fallthrough(last) and n + 1 < len(blocks):
+            out.append(n + 1)
+        succs[n] = out
+    return blocks, succs
 
 
-def innermost(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def _ends_block(i: Sass) -> bool:
+    return i.base in ("BRA", "BRX", "JMP", "JMX", "EXIT", "RET")
+
+
+def _no_fallthrough(i: Sass) -> bool:
+    return i.base in ("BRA", "BRX", "JMP", "JMX", "EXIT", "RET") and not i.guard
+
+
+def _dominators(n_blocks: int, succs: dict[int, list[int]]) -> list[set[int]]:
+    preds: dict[int, list[int]] = {n: [] for n in range(n_blocks)}
+    for a, bs in succs.items():
+        for b in bs:
+            preds[b].append(a)
+    every = set(range(n_blocks))
+    dom = [{0}] + [set(every) for _ in range(n_blocks - 1)]
+    changed = True
+    while changed:
+        changed = False
+        for n in range(1, n_blocks):
+            ps = [dom[p] for p in preds[n]]
+            new = (set.intersection(*ps) if ps else set()) | {n}
+            if new != dom[n]:
+                dom[n], changed = new, True
+    return dom
+
+
+def loops(instrs: list[Sass]) -> list[list[Sass]]:
+    """The natural loops (a back edge to a block that dominates its source), one per header,
+    each as its instructions in address order.  A backward jump that is not a loop (a cold path
+    laid out at the end that jumps back) does not count."""
+    if not instrs:
+        return []
+    blocks, succs = _blocks(instrs)
+    dom = _dominators(len(blocks), succs)
+    preds: dict[int, list[int]] = {n: [] for n in range(len(blocks))}
+    for a, bs in succs.items():
+        for b in bs:
+            preds[b].append(a)
+    bodies: dict[int, set[int]] = {}
+    for a, bs in succs.items():
+        for h in bs:
+            if h in dom[a]:                          # a -> h is a back edge
+                body = bodies.setdefault(h, {h})
+                work = [a]
+                while work:
+                    x = work.pop()
+                    if x not in body:
+                        body.add(x)
+                        work.extend(preds[x])
+    return [[i for n in sorted(body) for i in blocks[n]] for _, body in sorted(bodies.items())]
+
+
+def innermost(all_loops: list[list[Sass]]) -> list[list[Sass]]:
     """The loops that contain no other loop."""
-    return [a for a in spans
-            if not any(b != a and a[0] <= b[0] and b[1] <= a[1] for b in spans)]
+    sets = [{i.addr for i in lp} for lp in all_loops]
+    return [lp for lp, s in zip(all_loops, sets)
+            if not any(o is not s and o < s for o in sets)]
 
 
 def hot_loop(instrs: list[Sass]) -> list[Sass]:
     """The instructions of the innermost loop with the most FFMAs (ties: the longest); [] when
     the function has no loop."""
     best, best_key = [], None
-    for lo, hi in innermost(loops(instrs)):
-        body = [i for i in instrs if lo <= i.addr <= hi]
+    for body in innermost(loops(instrs)):
         key = (sum(i.base == "FFMA" for i in body), len(body))
         if best_key is None or key > best_key:
             best, best_key = body, key

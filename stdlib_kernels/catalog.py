@@ -14,8 +14,9 @@ from .gemm import gemm_naive_kernel, gemm_tiled_kernel
 from .gemm_tc import gemm_tc_kernel
 from .flash_attention import flash_attention_f32_kernel, flash_attention_tc_kernel
 from .norms import layernorm_kernel, rmsnorm_kernel
+from ._rows import row_config
 from .rope import rope_kernel
-from .softmax import softmax_block_kernel, softmax_warp_kernel
+from .softmax import plan as softmax_plan, softmax_block_kernel, softmax_warp_kernel
 from . import qgemv, qtiled
 
 #: Llama-2/3-7B/8B-like shapes
@@ -28,17 +29,40 @@ class Specialisation:
     label: str
     kernel: object                      # a pyptx.Kernel
     constexprs: dict = field(default_factory=dict)
+    threads: int = 0                    # threads per block the wrapper launches (0: not fixed)
 
 
-_ROW_BLOCKS = (32, 128, 256, 1024)
+#: row lengths whose launch plans (block, chunk width, chunks in registers or streamed) cover
+#: every path of the row kernels: short/odd rows, register-resident rows, streamed rows
+_ROW_LENGTHS = (7, 1000, 4096, 4097, 11008, 32000)
+
+
+def _row_spec(name, kernel, cfg, warp=False) -> Specialisation:
+    cx = {"VEC": cfg.vec, "CHUNKS": cfg.chunks}
+    if not warp:
+        cx = {"BLOCK": cfg.block, **cx}
+    label = f"{name}[{','.join(f'{k}={v}' for k, v in cx.items())}]"
+    return Specialisation(label, kernel, cx, 256 if warp else cfg.block)
+
+
+def _row_specs() -> tuple[Specialisation, ...]:
+    specs = {}
+    for kernel_name in ("softmax", "rmsnorm", "layernorm"):
+        for n in _ROW_LENGTHS:
+            if kernel_name == "softmax":
+                kind, cfg = softmax_plan(n)
+                spec = (_row_spec("softmax_warp", softmax_warp_kernel, cfg, warp=True)
+                        if kind == "warp" else
+                        _row_spec("softmax_block", softmax_block_kernel, cfg))
+            else:
+                spec = _row_spec(kernel_name, rmsnorm_kernel if kernel_name == "rmsnorm"
+                                 else layernorm_kernel, row_config(n))
+            specs.setdefault(spec.label, spec)
+    return tuple(specs.values())
+
 
 SPECIALISATIONS: tuple[Specialisation, ...] = (
-    Specialisation("softmax_warp", softmax_warp_kernel),
-    *(Specialisation(f"softmax_block[{b}]", softmax_block_kernel, {"BLOCK": b})
-      for b in _ROW_BLOCKS),
-    *(Specialisation(f"rmsnorm[{b}]", rmsnorm_kernel, {"BLOCK": b}) for b in _ROW_BLOCKS),
-    *(Specialisation(f"layernorm[{b}]", layernorm_kernel, {"BLOCK": b})
-      for b in _ROW_BLOCKS),
+    *_row_specs(),
     Specialisation("gemm_naive", gemm_naive_kernel),
     Specialisation("gemm_tiled", gemm_tiled_kernel),
     Specialisation("kv_scatter", kv_scatter_kernel),

@@ -1,9 +1,11 @@
-"""RMSNorm and LayerNorm over the last axis: one block per row, warp-shuffle reductions.
+"""RMSNorm and LayerNorm over the last axis: one block per row, x read once when it fits.
 
-Each reduction is a `shfl_xor` butterfly within every warp, then one shared-memory slot per warp
-that every thread sums after a barrier (≤ 32 slots, broadcast reads).  LayerNorm uses the
+Rows are read in 128-bit chunks when the hidden size is a multiple of 4 (`_rows.py`).  When the
+row fits in registers (CHUNKS > 0) each thread loads its chunks once and keeps them for the
+reductions and the output; longer rows stream (x re-read from cache).  Reductions are warp
+butterflies, then warp 0 merges the per-warp partials once (`block_sum_once`).  LayerNorm uses the
 two-pass variance Σ(x - mean)² rather than E[x²] - mean², which cancels catastrophically for rows
-with a large mean; the row is re-read from cache, not kept in registers, so any hidden size works.
+with a large mean.
 """
 from __future__ import annotations
 
@@ -13,48 +15,105 @@ import pyptx
 from pyptx import block_idx, f32, thread_idx
 
 from . import _validate as V
-from ._warp import block_sum
+from ._rows import block_sum_once, load4, load4_1d, load_chunks, row_config, store4
+
+
+@pyptx.func
+def _sum_sq(a: f32, b: f32, d: f32, e: f32, VEC):
+    return a * a + b * b + d * d + e * e if VEC == 4 else a * a
+
+
+@pyptx.func
+def _sum4(a: f32, b: f32, d: f32, e: f32, VEC):
+    return a + b + d + e if VEC == 4 else a
 
 
 @pyptx.kernel
 def rmsnorm_kernel(out: f32[:, :], x: f32[:, :], weight: f32[:], eps: f32,
-                   BLOCK: pyptx.constexpr):
-    """out[r, j] = x[r, j] / sqrt(mean_j(x[r]²) + eps) * weight[j]; one block per row."""
+                   BLOCK: pyptx.constexpr, VEC: pyptx.constexpr, CHUNKS: pyptx.constexpr):
+    """out[r, j] = x[r, j] / sqrt(mean_j(x[r]²) + eps) * weight[j]; one block per row, the row
+    in registers when CHUNKS > 0 (n ≤ BLOCK·VEC·CHUNKS)."""
     red = pyptx.shared.array(32, f32)
     row = block_idx.x
     tid = thread_idx.x
     n = x.shape[1]
-    ss = 0.0
-    for j in range(tid, n, BLOCK):
-        v = x[row, j]
-        ss += v * v
-    total = block_sum(ss, red, BLOCK // 32)
-    inv = 1.0 / pyptx.math.sqrt(total / f32(n) + eps)
-    for j in range(tid, n, BLOCK):
-        out[row, j] = x[row, j] * inv * weight[j]
+    if CHUNKS > 0:
+        vals = pyptx.local.array(VEC * CHUNKS, f32)
+        load_chunks(vals, x, row, tid, n, 0.0, BLOCK, VEC, CHUNKS)
+        ss = f32(0.0)
+        for i in pyptx.static_range(VEC * CHUNKS):
+            ss += vals[i] * vals[i]
+        inv = 1.0 / pyptx.math.sqrt(block_sum_once(ss, red, BLOCK // 32) / f32(n) + eps)
+        for k in pyptx.static_range(CHUNKS):
+            c = (tid + k * BLOCK) * VEC
+            if c < n:
+                w0, w1, w2, w3 = load4_1d(weight, c, VEC)
+                i = k * VEC
+                store4(out, row, c, vals[i] * inv * w0, vals[i + 1 % VEC] * inv * w1,
+                       vals[i + 2 % VEC] * inv * w2, vals[i + 3 % VEC] * inv * w3, VEC)
+    else:
+        ss = f32(0.0)
+        for c in range(tid * VEC, n, BLOCK * VEC):
+            a, b, d, e = load4(x, row, c, VEC)
+            ss += _sum_sq(a, b, d, e, VEC)
+        inv = 1.0 / pyptx.math.sqrt(block_sum_once(ss, red, BLOCK // 32) / f32(n) + eps)
+        for c in range(tid * VEC, n, BLOCK * VEC):
+            a, b, d, e = load4(x, row, c, VEC)
+            w0, w1, w2, w3 = load4_1d(weight, c, VEC)
+            store4(out, row, c, a * inv * w0, b * inv * w1, d * inv * w2, e * inv * w3, VEC)
 
 
 @pyptx.kernel
 def layernorm_kernel(out: f32[:, :], x: f32[:, :], gamma: f32[:], beta: f32[:], eps: f32,
-                     BLOCK: pyptx.constexpr):
-    """out[r, j] = (x[r, j] - μ) / sqrt(σ² + eps) * gamma[j] + beta[j]; one block per row."""
+                     BLOCK: pyptx.constexpr, VEC: pyptx.constexpr, CHUNKS: pyptx.constexpr):
+    """out[r, j] = (x[r, j] - μ) / sqrt(σ² + eps) * gamma[j] + beta[j]; one block per row, the
+    row in registers when CHUNKS > 0."""
     red_sum = pyptx.shared.array(32, f32)
     red_var = pyptx.shared.array(32, f32)
     row = block_idx.x
     tid = thread_idx.x
     n = x.shape[1]
-    s = 0.0
-    for j in range(tid, n, BLOCK):
-        s += x[row, j]
-    mean = block_sum(s, red_sum, BLOCK // 32) / f32(n)
-    q = 0.0
-    for j in range(tid, n, BLOCK):
-        d = x[row, j] - mean
-        q += d * d
-    var = block_sum(q, red_var, BLOCK // 32)
-    inv = 1.0 / pyptx.math.sqrt(var / f32(n) + eps)
-    for j in range(tid, n, BLOCK):
-        out[row, j] = (x[row, j] - mean) * inv * gamma[j] + beta[j]
+    if CHUNKS > 0:
+        vals = pyptx.local.array(VEC * CHUNKS, f32)
+        load_chunks(vals, x, row, tid, n, 0.0, BLOCK, VEC, CHUNKS)
+        s = f32(0.0)
+        for i in pyptx.static_range(VEC * CHUNKS):
+            s += vals[i]
+        mean = block_sum_once(s, red_sum, BLOCK // 32) / f32(n)
+        q = f32(0.0)
+        for k in pyptx.static_range(CHUNKS):
+            if (tid + k * BLOCK) * VEC < n:
+                for e in pyptx.static_range(VEC):
+                    d = vals[k * VEC + e] - mean
+                    q += d * d
+        inv = 1.0 / pyptx.math.sqrt(block_sum_once(q, red_var, BLOCK // 32) / f32(n) + eps)
+        for k in pyptx.static_range(CHUNKS):
+            c = (tid + k * BLOCK) * VEC
+            if c < n:
+                g0, g1, g2, g3 = load4_1d(gamma, c, VEC)
+                b0, b1, b2, b3 = load4_1d(beta, c, VEC)
+                i = k * VEC
+                store4(out, row, c, (vals[i] - mean) * inv * g0 + b0,
+                       (vals[i + 1 % VEC] - mean) * inv * g1 + b1,
+                       (vals[i + 2 % VEC] - mean) * inv * g2 + b2,
+                       (vals[i + 3 % VEC] - mean) * inv * g3 + b3, VEC)
+    else:
+        s = f32(0.0)
+        for c in range(tid * VEC, n, BLOCK * VEC):
+            a, b, d, e = load4(x, row, c, VEC)
+            s += _sum4(a, b, d, e, VEC)
+        mean = block_sum_once(s, red_sum, BLOCK // 32) / f32(n)
+        q = f32(0.0)
+        for c in range(tid * VEC, n, BLOCK * VEC):
+            a, b, d, e = load4(x, row, c, VEC)
+            q += _sum_sq(a - mean, b - mean, d - mean, e - mean, VEC)
+        inv = 1.0 / pyptx.math.sqrt(block_sum_once(q, red_var, BLOCK // 32) / f32(n) + eps)
+        for c in range(tid * VEC, n, BLOCK * VEC):
+            a, b, d, e = load4(x, row, c, VEC)
+            g0, g1, g2, g3 = load4_1d(gamma, c, VEC)
+            b0, b1, b2, b3 = load4_1d(beta, c, VEC)
+            store4(out, row, c, (a - mean) * inv * g0 + b0, (b - mean) * inv * g1 + b1,
+                   (d - mean) * inv * g2 + b2, (e - mean) * inv * g3 + b3, VEC)
 
 
 def _rows(fn: str, x) -> tuple[np.ndarray, np.ndarray]:
@@ -75,8 +134,8 @@ def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     eps = V.float_scalar("rmsnorm", "eps", eps)
     out = np.empty_like(rows)
     if rows.shape[0]:
-        block = V.row_block(rows.shape[1])
-        rmsnorm_kernel[rows.shape[0], block](out, rows, weight, eps, block)
+        cfg = row_config(rows.shape[1])
+        rmsnorm_kernel[rows.shape[0], cfg.block](out, rows, weight, eps, *cfg)
     return out.reshape(x.shape)
 
 
@@ -100,6 +159,6 @@ def layernorm(x: np.ndarray, gamma: np.ndarray | None = None, beta: np.ndarray |
     eps = V.float_scalar("layernorm", "eps", eps)
     out = np.empty_like(rows)
     if rows.shape[0]:
-        block = V.row_block(h)
-        layernorm_kernel[rows.shape[0], block](out, rows, gamma, beta, eps, block)
+        cfg = row_config(h)
+        layernorm_kernel[rows.shape[0], cfg.block](out, rows, gamma, beta, eps, *cfg)
     return out.reshape(x.shape)

@@ -1,9 +1,16 @@
-"""Row softmax: one warp per row for short rows, one block per row for long ones.
+"""Row softmax with one `exp` per element where the row fits in registers.
 
-Both kernels make two passes over the row: pass 1 keeps a running (max m, sum s = Σ e^(x-m)) per
-thread (one exp per element, "online softmax"), merges the partials with `shfl_xor` butterflies
-(and, for the block kernel, across warps through shared memory); pass 2 writes e^(x-m) / s.
-Subtracting the row max keeps every exponent ≤ 0, so ±80 (or ±1e30) inputs never overflow.
+Rows are read in 128-bit chunks (`pyptx.vload`, 4 floats) when the row length is a multiple of 4
+(so every row starts 16-byte aligned), else one float at a time; see `_rows.py`.
+
+* Register-resident rows (≤ 32·VEC·8 elements for the warp kernel, ≤ BLOCK·VEC·8 for the block
+  kernel): x is read once into registers, the row max is reduced, each element's e^(x−max) is
+  computed once and kept, the sum reduced, and e·(1/sum) written: exactly one `exp` per element.
+* Longer rows stream: pass 1 keeps a per-thread online (max m, Σe^(x−m)), rescaling the sum only
+  when a 4-element chunk raises the max; the block then reduces M = max m, and each thread rescales
+  its own partial once (s·e^(m−M)) before the block sum; pass 2 writes e^(x−M)/sum.
+Block reductions are warp butterflies whose per-warp partials warp 0 merges once.  Subtracting the
+row max keeps every exponent ≤ 0, so ±80 (or ±1e30) inputs never overflow.
 """
 from __future__ import annotations
 
@@ -13,56 +20,112 @@ import pyptx
 from pyptx import block_dim, block_idx, f32, thread_idx
 
 from . import _validate as V
-from ._warp import NEG_BIG, merge_max_sum, online_update, warp_max_sum
+from ._rows import MAX_CHUNKS, RowConfig, block_max_once, block_sum_once, load4, load_chunks, \
+    row_config, store4
+from ._warp import NEG_BIG, warp_max, warp_sum
 
-#: rows up to this length use the one-warp-per-row kernel
-WARP_ROW_MAX = 1024
 #: threads per block of the warp-per-row kernel (= rows per block × 32)
 WARP_KERNEL_BLOCK = 256
 
 
+@pyptx.func
+def exp_in_place(vals, m: f32, t, n, STRIDE, VEC, CHUNKS):
+    """vals[i] = e^(vals[i] − m) for the chunks inside the row; returns their sum."""
+    s = f32(0.0)
+    for k in pyptx.static_range(CHUNKS):
+        if (t + k * STRIDE) * VEC < n:
+            for e in pyptx.static_range(VEC):
+                ev = pyptx.math.exp(vals[k * VEC + e] - m)
+                vals[k * VEC + e] = ev
+                s += ev
+    return s
+
+
+@pyptx.func
+def store_scaled(out, vals, row, t, n, scale: f32, STRIDE, VEC, CHUNKS):
+    """out[row, chunk] = vals[chunk] · scale for the thread's chunks inside the row."""
+    for k in pyptx.static_range(CHUNKS):
+        c = (t + k * STRIDE) * VEC
+        if c < n:
+            i = k * VEC
+            store4(out, row, c, vals[i] * scale, vals[i + 1 % VEC] * scale,
+                   vals[i + 2 % VEC] * scale, vals[i + 3 % VEC] * scale, VEC)
+
+
+@pyptx.func
+def chunk_max(vals, VEC, CHUNKS):
+    m = vals[0]
+    for i in pyptx.static_range(1, VEC * CHUNKS):
+        m = max(m, vals[i])
+    return m
+
+
 @pyptx.kernel
-def softmax_warp_kernel(out: f32[:, :], x: f32[:, :]):
-    """One warp per row (rows of up to ~1k elements): no shared memory, no barriers."""
+def softmax_warp_kernel(out: f32[:, :], x: f32[:, :], VEC: pyptx.constexpr,
+                        CHUNKS: pyptx.constexpr):
+    """One warp per row, the row in registers (n ≤ 32·VEC·CHUNKS): no shared memory, no
+    barriers, one exp per element."""
     row = block_idx.x * (block_dim.x // 32) + thread_idx.x // 32
     lane = thread_idx.x % 32
-    n_rows = x.shape[0]
     n = x.shape[1]
-    if row < n_rows:
-        m = NEG_BIG
-        s = 0.0
-        for j in range(lane, n, 32):
-            m, s = online_update(m, s, x[row, j])
-        m, s = warp_max_sum(m, s)
-        inv = 1.0 / s
-        for j in range(lane, n, 32):
-            out[row, j] = pyptx.math.exp(x[row, j] - m) * inv
+    if row < x.shape[0]:
+        vals = pyptx.local.array(VEC * CHUNKS, f32)
+        load_chunks(vals, x, row, lane, n, NEG_BIG, 32, VEC, CHUNKS)
+        m = warp_max(chunk_max(vals, VEC, CHUNKS))
+        s = warp_sum(exp_in_place(vals, m, lane, n, 32, VEC, CHUNKS))
+        store_scaled(out, vals, row, lane, n, 1.0 / s, 32, VEC, CHUNKS)
 
 
 @pyptx.kernel
-def softmax_block_kernel(out: f32[:, :], x: f32[:, :], BLOCK: pyptx.constexpr):
-    """One block of BLOCK threads per row (long rows, up to millions of elements)."""
+def softmax_block_kernel(out: f32[:, :], x: f32[:, :], BLOCK: pyptx.constexpr,
+                         VEC: pyptx.constexpr, CHUNKS: pyptx.constexpr):
+    """One block of BLOCK threads per row: the row in registers when CHUNKS > 0
+    (n ≤ BLOCK·VEC·CHUNKS), streamed with an online max/sum when CHUNKS == 0 (any length)."""
     red_m = pyptx.shared.array(32, f32)
     red_s = pyptx.shared.array(32, f32)
     row = block_idx.x
     tid = thread_idx.x
     n = x.shape[1]
-    m = NEG_BIG
-    s = 0.0
-    for j in range(tid, n, BLOCK):
-        m, s = online_update(m, s, x[row, j])
-    m, s = warp_max_sum(m, s)
-    if tid % 32 == 0:
-        red_m[tid // 32] = m
-        red_s[tid // 32] = s
-    pyptx.syncthreads()
-    m = red_m[0]
-    s = red_s[0]
-    for w in range(1, BLOCK // 32):
-        m, s = merge_max_sum(m, s, red_m[w], red_s[w])
-    inv = 1.0 / s
-    for j in range(tid, n, BLOCK):
-        out[row, j] = pyptx.math.exp(x[row, j] - m) * inv
+    if CHUNKS > 0:
+        vals = pyptx.local.array(VEC * CHUNKS, f32)
+        load_chunks(vals, x, row, tid, n, NEG_BIG, BLOCK, VEC, CHUNKS)
+        m = block_max_once(chunk_max(vals, VEC, CHUNKS), red_m, BLOCK // 32)
+        s = block_sum_once(exp_in_place(vals, m, tid, n, BLOCK, VEC, CHUNKS), red_s, BLOCK // 32)
+        store_scaled(out, vals, row, tid, n, 1.0 / s, BLOCK, VEC, CHUNKS)
+    else:
+        m = NEG_BIG
+        s = 0.0
+        for c in range(tid * VEC, n, BLOCK * VEC):
+            a, b, d, e = load4(x, row, c, VEC)
+            cm = max(max(a, b), max(d, e)) if VEC == 4 else a
+            if cm > m:
+                s = s * pyptx.math.exp(m - cm)
+                m = cm
+            s += pyptx.math.exp(a - m)
+            if VEC == 4:
+                s += pyptx.math.exp(b - m) + pyptx.math.exp(d - m) + pyptx.math.exp(e - m)
+        mx = block_max_once(m, red_m, BLOCK // 32)
+        inv = 1.0 / block_sum_once(s * pyptx.math.exp(m - mx), red_s, BLOCK // 32)
+        for c in range(tid * VEC, n, BLOCK * VEC):
+            a, b, d, e = load4(x, row, c, VEC)
+            if VEC == 4:
+                store4(out, row, c, pyptx.math.exp(a - mx) * inv, pyptx.math.exp(b - mx) * inv,
+                       pyptx.math.exp(d - mx) * inv, pyptx.math.exp(e - mx) * inv, VEC)
+            else:
+                out[row, c] = pyptx.math.exp(a - mx) * inv
+
+
+def warp_row_max(vec: int) -> int:
+    """The longest row the warp-per-row kernel keeps in registers for chunk width `vec`."""
+    return 32 * vec * MAX_CHUNKS
+
+
+def plan(n: int) -> tuple[str, RowConfig]:
+    """('warp' | 'block', RowConfig) the wrapper uses for rows of n elements."""
+    vec = 4 if n % 4 == 0 else 1
+    if n <= warp_row_max(vec):
+        return "warp", row_config(n, 32)
+    return "block", row_config(n)
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -79,10 +142,11 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     rows = np.ascontiguousarray(moved.reshape(-1, n))
     out = np.empty_like(rows)
     n_rows = rows.shape[0]
-    if n <= WARP_ROW_MAX:
+    kind, cfg = plan(n)
+    if kind == "warp":
         per_block = min(WARP_KERNEL_BLOCK // 32, n_rows)
-        softmax_warp_kernel[V.ceil_div(n_rows, per_block), 32 * per_block](out, rows)
+        softmax_warp_kernel[V.ceil_div(n_rows, per_block), 32 * per_block](out, rows, cfg.vec,
+                                                                           cfg.chunks)
     else:
-        block = V.row_block(n)
-        softmax_block_kernel[n_rows, block](out, rows, block)
+        softmax_block_kernel[n_rows, cfg.block](out, rows, cfg.block, cfg.vec, cfg.chunks)
     return np.ascontiguousarray(np.moveaxis(out.reshape(moved.shape), -1, axis))

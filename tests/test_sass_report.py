@@ -50,13 +50,29 @@ def test_parse_drops_padding_and_keeps_guards():
     assert ins[1].opcode == "LDG.E.128.CONSTANT" and ins[1].modifiers == ("E", "128", "CONSTANT")
 
 
+def _addrs(body):
+    return [i.addr for i in body]
+
+
 def test_loops_and_the_hot_loop():
     ins = parse_sass(_listing("k", BODY))["k"]
-    assert loops(ins) == [(0x20, 0x80), (0x30, 0x60)]
-    assert innermost(loops(ins)) == [(0x30, 0x60)]
-    hot = hot_loop(ins)
-    assert [i.addr for i in hot] == [0x30, 0x40, 0x50, 0x60]
+    assert [_addrs(lp) for lp in loops(ins)] == [list(range(0x20, 0x90, 16)),
+                                                   list(range(0x30, 0x70, 16))]
+    assert [_addrs(lp) for lp in innermost(loops(ins))] == [list(range(0x30, 0x70, 16))]
+    assert _addrs(hot_loop(ins)) == [0x30, 0x40, 0x50, 0x60]
     assert hot_loop(ins[:6]) == []                         # no back edge: no loop
+
+
+def test_a_cold_path_jumping_back_is_not_a_loop():
+    body = ["ISETP.GE.AND P0, PT, R0, 0x10, PT",          # 0x00
+            "@P0 BRA 0x50",                                # 0x10  to the cold path
+            "FFMA R1, R2, R3, R1",                         # 0x20  join point
+            "STG.E desc[UR4][R4.64], R1",                  # 0x30
+            "EXIT",                                        # 0x40
+            "FMUL R2, R2, 0.5",                            # 0x50  cold path ...
+            "BRA 0x20"]                                    # 0x60  ... jumps back
+    ins = parse_sass(_listing("k", body))["k"]
+    assert loops(ins) == [] and hot_loop(ins) == []
 
 
 def test_widths_and_f64():

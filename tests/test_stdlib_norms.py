@@ -26,15 +26,18 @@ def test_layernorm_odd_hidden_sizes(h):
                                rtol=RTOL, atol=ATOL)
 
 
-@pytest.mark.parametrize("block,h", [(32, 7), (128, 1000), (256, 33), (1024, 4097)])
-def test_norm_kernels_write_every_element(block, h):
+@pytest.mark.parametrize("block,h,chunks", [(32, 7, 1), (128, 1000, 2), (256, 33, 0),
+                                            (1024, 4097, 0), (128, 4100, 0), (32, 1000, 8)])
+def test_norm_kernels_write_every_element(block, h, chunks):
+    """Both paths: row in registers (chunks > 0) and streamed (chunks == 0)."""
     r = rng(200 + h)
     x, w, b = randn(r, 2, h), randn(r, h), randn(r, h)
+    vec = 4 if h % 4 == 0 else 1
     out = poisoned(x.shape)
-    sk.rmsnorm_kernel[2, block](out, x, w, 1e-6, block)
+    sk.rmsnorm_kernel[2, block](out, x, w, 1e-6, block, vec, chunks)
     np.testing.assert_allclose(out, rmsnorm_ref(x, w, 1e-6), rtol=RTOL, atol=ATOL)
     out = poisoned(x.shape)
-    sk.layernorm_kernel[2, block](out, x, w, b, 1e-5, block)
+    sk.layernorm_kernel[2, block](out, x, w, b, 1e-5, block, vec, chunks)
     np.testing.assert_allclose(out, layernorm_ref(x, w, b, 1e-5), rtol=RTOL, atol=ATOL)
 
 

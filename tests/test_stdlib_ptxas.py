@@ -24,3 +24,5 @@ def test_kernel_assembles_without_spills(spec, arch):
     res = ck.resources()
     assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
     assert res["registers"] <= 255
+    if spec.threads:          # the block the wrapper launches must fit the 64K register file
+        assert res["registers"] * spec.threads <= 65536, (res, spec.threads)

@@ -20,15 +20,19 @@ def test_softmax_rows_of_odd_lengths(n):
 def test_softmax_warp_kernel_writes_every_element(n_rows, n):
     x = randn(rng(10 + n), n_rows, n, scale=3.0)
     out = poisoned(x.shape)
-    sk.softmax_warp_kernel[(n_rows + 7) // 8, 256](out, x)
+    vec = 4 if n % 4 == 0 else 1
+    chunks = -(-n // (32 * vec))
+    sk.softmax_warp_kernel[(n_rows + 7) // 8, 256](out, x, vec, 1 << (chunks - 1).bit_length())
     np.testing.assert_allclose(out, softmax_ref(x), rtol=RTOL, atol=ATOL)
 
 
-@pytest.mark.parametrize("block,n", [(32, 1), (128, 33), (256, 1000), (1024, 4097)])
-def test_softmax_block_kernel_writes_every_element(block, n):
+@pytest.mark.parametrize("block,n,chunks", [(32, 1, 1), (128, 33, 0), (256, 1000, 1),
+                                            (1024, 4097, 0), (1024, 4100, 0), (256, 4100, 8)])
+def test_softmax_block_kernel_writes_every_element(block, n, chunks):
+    """Both paths: row in registers (chunks > 0) and streamed (chunks == 0)."""
     x = randn(rng(20 + n), 2, n, scale=3.0)
     out = poisoned(x.shape)
-    sk.softmax_block_kernel[2, block](out, x, block)
+    sk.softmax_block_kernel[2, block](out, x, block, 4 if n % 4 == 0 else 1, chunks)
     np.testing.assert_allclose(out, softmax_ref(x), rtol=RTOL, atol=ATOL)
 
 
