@@ -5,7 +5,9 @@ negative g, e^(-g) overflows to +inf and the quotient is (−)0, the correct lim
 
 The fused kernel computes out[r, j] = swiglu(x[r]·w_gate[j], x[r]·w_up[j]) in one pass over the
 weights (the decode-time MLP up-projection): one warp per output column, both dot products in the
-same loop (coalesced along k), warp-shuffle sums, and no [m, ff] gate/up intermediates in memory.
+same loop (coalesced 128-bit loads along k when k is a multiple of 4), warp-shuffle sums, and no
+[m, ff] gate/up intermediates in memory.  The elementwise kernel reads 4 elements per thread with
+128-bit loads and finishes the last n % 4 with scalar ones.
 """
 from __future__ import annotations
 
@@ -29,15 +31,26 @@ def silu_mul(g: f32, u: f32):
 
 @pyptx.kernel
 def swiglu_kernel(out: f32[:], gate: f32[:], up: f32[:]):
-    """out[i] = gate[i] · sigmoid(gate[i]) · up[i]; one thread per element."""
-    i = pyptx.grid(1)
-    if i < len(out):
-        out[i] = silu_mul(gate[i], up[i])
+    """out[i] = gate[i] · sigmoid(gate[i]) · up[i]; thread t handles elements 4t .. 4t+3 with
+    128-bit accesses, the thread at the end the last n % 4 one at a time."""
+    j = pyptx.grid(1) * 4
+    n = len(out)
+    if j + 4 <= n:
+        g0, g1, g2, g3 = pyptx.vload(gate, j, 4)
+        u0, u1, u2, u3 = pyptx.vload(up, j, 4)
+        pyptx.vstore(out, j, (silu_mul(g0, u0), silu_mul(g1, u1), silu_mul(g2, u2),
+                              silu_mul(g3, u3)))
+    else:
+        for i in range(j, n):
+            out[i] = silu_mul(gate[i], up[i])
 
 
 @pyptx.kernel
-def gate_up_swiglu_kernel(out: f32[:, :], x: f32[:, :], w_gate: f32[:, :], w_up: f32[:, :]):
-    """out[r, j] = swiglu(Σ_p x[r,p] w_gate[j,p], Σ_p x[r,p] w_up[j,p]); a warp per (r, j)."""
+def gate_up_swiglu_kernel(out: f32[:, :], x: f32[:, :], w_gate: f32[:, :], w_up: f32[:, :],
+                          VEC: pyptx.constexpr):
+    """out[r, j] = swiglu(Σ_p x[r,p] w_gate[j,p], Σ_p x[r,p] w_up[j,p]); a warp per (r, j),
+    lane l reading columns VEC·l .. VEC·l+VEC-1, then VEC·(l+32) ...: 128-bit loads when
+    VEC = 4 (k a multiple of 4, so every row starts 16-byte aligned)."""
     j = block_idx.x * (block_dim.x // 32) + thread_idx.x // 32
     lane = thread_idx.x % 32
     r = block_idx.y
@@ -45,10 +58,17 @@ def gate_up_swiglu_kernel(out: f32[:, :], x: f32[:, :], w_gate: f32[:, :], w_up:
     if j < w_gate.shape[0]:
         g = 0.0
         u = 0.0
-        for p in range(lane, k, 32):
-            xv = x[r, p]
-            g += xv * w_gate[j, p]
-            u += xv * w_up[j, p]
+        for p in range(lane * VEC, k, 32 * VEC):
+            if VEC == 4:
+                x0, x1, x2, x3 = pyptx.vload(x, (r, p), 4)
+                a0, a1, a2, a3 = pyptx.vload(w_gate, (j, p), 4)
+                b0, b1, b2, b3 = pyptx.vload(w_up, (j, p), 4)
+                g += x0 * a0 + x1 * a1 + x2 * a2 + x3 * a3
+                u += x0 * b0 + x1 * b1 + x2 * b2 + x3 * b3
+            else:
+                xv = x[r, p]
+                g += xv * w_gate[j, p]
+                u += xv * w_up[j, p]
         g = warp_sum(g)
         u = warp_sum(u)
         if lane == 0:
@@ -68,7 +88,8 @@ def swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
     if n >= 2**31:
         raise ValueError("swiglu: gate has more than 2**31-1 elements")
     if n:
-        swiglu_kernel[V.ceil_div(n, 256), 256](out.reshape(-1), gate.reshape(-1), up.reshape(-1))
+        swiglu_kernel[V.ceil_div(n, 4 * 256), 256](out.reshape(-1), gate.reshape(-1),
+                                                   up.reshape(-1))
     return out
 
 
@@ -91,5 +112,6 @@ def gate_up_swiglu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray) -> np.nd
     out = np.empty((m, ff), np.float32)
     if m and ff:
         warps = min(FUSED_WARPS, ff)
-        gate_up_swiglu_kernel[(V.ceil_div(ff, warps), m), 32 * warps](out, x2, w_gate, w_up)
+        gate_up_swiglu_kernel[(V.ceil_div(ff, warps), m), 32 * warps](
+            out, x2, w_gate, w_up, 4 if x2.shape[1] % 4 == 0 else 1)
     return out.reshape(ff) if x_in.ndim == 1 else out

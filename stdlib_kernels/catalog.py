@@ -15,7 +15,7 @@ from .gemm_tc import gemm_tc_kernel
 from .flash_attention import flash_attention_f32_kernel, flash_attention_tc_kernel
 from .norms import layernorm_kernel, rmsnorm_kernel
 from ._rows import row_config
-from .rope import rope_kernel
+from .rope import ROPE_THREADS, rope_kernel
 from .softmax import plan as softmax_plan, softmax_block_kernel, softmax_warp_kernel
 from . import qgemv, qtiled
 
@@ -70,10 +70,12 @@ SPECIALISATIONS: tuple[Specialisation, ...] = (
                      {"DPL": d, "TILE": 32, "GROUP": 4, "VEC": True, "SPLIT": s})
       for d in (2, 4) for s in (False, True)),
     Specialisation("decode_merge", decode_merge_kernel),
-    Specialisation("rope[neox]", rope_kernel, {"NEOX": True}),
-    Specialisation("rope[gptj]", rope_kernel, {"NEOX": False}),
+    *(Specialisation(f"rope[{'neox' if neox else 'gptj'},VEC={vec}]", rope_kernel,
+                     {"NEOX": neox, "VEC": vec}, ROPE_THREADS)
+      for neox, vec in ((True, 4), (True, 1), (False, 2), (False, 1))),
     Specialisation("swiglu", swiglu_kernel),
-    Specialisation("gate_up_swiglu", gate_up_swiglu_kernel),
+    *(Specialisation(f"gate_up_swiglu[VEC={v}]", gate_up_swiglu_kernel, {"VEC": v})
+      for v in (4, 1)),
     *(Specialisation(f"gemm_tc[{'bf16' if bf else 'f16'}]", gemm_tc_kernel,
                      {"bf": bf, "a_vec": True, "b_vec": True}) for bf in (False, True)),
     *(Specialisation(f"flash_attention_tc[D={d},causal={c},{'bf16' if bf else 'f16'}]",

@@ -4,44 +4,87 @@ Pair i (i < head_dim/2) of a head at position p rotates by θ_i = p · theta^(-2
 (a, b) → (a·cos θ_i − b·sin θ_i, b·cos θ_i + a·sin θ_i).  NeoX pairs element i with i + head_dim/2,
 GPT-J pairs 2i with 2i+1.  The inverse frequencies theta^(-2i/head_dim) are computed once on the
 host in float64 and rounded to float32 (what HF/llama.cpp do), the angle p·inv_freq in float32,
-and sin/cos with pyptx.math's accurate functions.  One thread per pair.
+and sin/cos with pyptx.math's accurate functions.
+
+One block per position: its threads first compute the head_dim/2 cosines and sines of that
+position once into (dynamic) shared memory, then rotate every head with 128-bit loads — NeoX
+4 pairs per access (head_dim a multiple of 8), GPT-J 2 pairs (4 elements, head_dim a multiple of
+4); otherwise one pair at a time.  So each (position, pair) angle is computed once, not per head.
 """
 from __future__ import annotations
 
 import numpy as np
 
 import pyptx
-from pyptx import f32, i32
+from pyptx import block_dim, block_idx, f32, i32, thread_idx
 
 from . import _validate as V
 
 LAYOUTS = ("neox", "gptj")
+#: threads per block (one block per position)
+ROPE_THREADS = 128
+
+
+@pyptx.func
+def _rot(a: f32, b: f32, c: f32, sn: f32):
+    """(a, b) rotated by the angle whose cosine and sine are c, sn."""
+    return a * c - b * sn, b * c + a * sn
 
 
 @pyptx.kernel
 def rope_kernel(out: f32[:, :, :], x: f32[:, :, :], positions: i32[:], inv_freq: f32[:],
-                NEOX: pyptx.constexpr):
-    """out[s, h] = x[s, h] with every pair rotated by positions[s] · inv_freq[pair]."""
-    i = pyptx.grid(1)
+                NEOX: pyptx.constexpr, VEC: pyptx.constexpr):
+    """out[s, h] = x[s, h] with every pair rotated by positions[s] · inv_freq[pair]; block s
+    handles position s; VEC pairs per access (NEOX: 1 or 4, GPT-J: 1 or 2).  Needs
+    head_dim · 4 bytes of dynamic shared memory (the cos/sin table)."""
+    tab = pyptx.shared.dynamic(f32)                  # cos θ_i at [i], sin θ_i at [half + i]
+    s = block_idx.x
+    tid = thread_idx.x
     n_heads = x.shape[1]
     half = x.shape[2] // 2
-    if i < x.shape[0] * n_heads * half:
-        p = i % half
-        sh = i // half
-        h = sh % n_heads
-        s = sh // n_heads
-        angle = f32(positions[s]) * inv_freq[p]
-        c = pyptx.math.cos(angle)
-        sn = pyptx.math.sin(angle)
-        ia = p
-        ib = p + half
-        if not NEOX:
-            ia = 2 * p
-            ib = 2 * p + 1
-        a = x[s, h, ia]
-        b = x[s, h, ib]
-        out[s, h, ia] = a * c - b * sn
-        out[s, h, ib] = b * c + a * sn
+    pos = f32(positions[s])
+    for i in range(tid, half, block_dim.x):
+        angle = pos * inv_freq[i]
+        tab[i] = pyptx.math.cos(angle)
+        tab[half + i] = pyptx.math.sin(angle)
+    pyptx.syncthreads()
+    groups = half // VEC
+    for w in range(tid, n_heads * groups, block_dim.x):
+        h = w // groups
+        i = (w % groups) * VEC
+        if NEOX and VEC == 4:
+            a0, a1, a2, a3 = pyptx.vload(x, (s, h, i), 4)
+            b0, b1, b2, b3 = pyptx.vload(x, (s, h, i + half), 4)
+            c0, c1, c2, c3 = pyptx.vload(tab, i, 4)
+            s0, s1, s2, s3 = pyptx.vload(tab, half + i, 4)
+            o0, p0 = _rot(a0, b0, c0, s0)
+            o1, p1 = _rot(a1, b1, c1, s1)
+            o2, p2 = _rot(a2, b2, c2, s2)
+            o3, p3 = _rot(a3, b3, c3, s3)
+            pyptx.vstore(out, (s, h, i), (o0, o1, o2, o3))
+            pyptx.vstore(out, (s, h, i + half), (p0, p1, p2, p3))
+        elif NEOX:
+            o0, p0 = _rot(x[s, h, i], x[s, h, i + half], tab[i], tab[half + i])
+            out[s, h, i] = o0
+            out[s, h, i + half] = p0
+        elif VEC == 2:
+            a0, b0, a1, b1 = pyptx.vload(x, (s, h, 2 * i), 4)
+            c0, c1 = pyptx.vload(tab, i, 2)
+            s0, s1 = pyptx.vload(tab, half + i, 2)
+            o0, p0 = _rot(a0, b0, c0, s0)
+            o1, p1 = _rot(a1, b1, c1, s1)
+            pyptx.vstore(out, (s, h, 2 * i), (o0, p0, o1, p1))
+        else:
+            a0, b0 = pyptx.vload(x, (s, h, 2 * i), 2)
+            o0, p0 = _rot(a0, b0, tab[i], tab[half + i])
+            pyptx.vstore(out, (s, h, 2 * i), (o0, p0))
+
+
+def rope_vec(head_dim: int, neox: bool) -> int:
+    """Pairs per access: NeoX 4 when head_dim % 8 == 0, GPT-J 2 when head_dim % 4 == 0, else 1."""
+    if neox:
+        return 4 if head_dim % 8 == 0 else 1
+    return 2 if head_dim % 4 == 0 else 1
 
 
 def inv_frequencies(head_dim: int, theta: float) -> np.ndarray:
@@ -75,6 +118,7 @@ def rope(x: np.ndarray, positions: np.ndarray, theta: float = 10000.0,
         raise ValueError(f"{fn}: x is too large ({pairs} pairs; at most 2**31-1)")
     out = np.empty_like(x3)
     if pairs:
-        rope_kernel[V.ceil_div(pairs, 256), 256](out, x3, positions, inv_frequencies(hd, theta),
-                                                 layout == "neox")
+        neox = layout == "neox"
+        rope_kernel[seq, ROPE_THREADS](out, x3, positions, inv_frequencies(hd, theta), neox,
+                                       rope_vec(hd, neox), shared_mem=4 * hd)
     return out.reshape(x_in.shape)
