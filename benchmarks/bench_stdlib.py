@@ -135,7 +135,8 @@ def gpu_report(repeat: int) -> int:
         b = be.put(rng.standard_normal((k, n)).astype(np.float32))
         c = be.empty((m, n))
         grid = (ceil_div(n, gemm_mod.TILE_N), ceil_div(m, gemm_mod.TILE_M))
-        t = timed(lambda: gemm_mod.gemm_tiled_kernel[grid, gemm_mod.TILED_THREADS](c, a, b),
+        vec = gemm_mod.tiled_vec(k, n)
+        t = timed(lambda: gemm_mod.gemm_tiled_kernel[grid, gemm_mod.TILED_THREADS](c, a, b, vec),
                   lambda: be.sync(c), repeat)
         line = f"gemm tiled {m}x{k}x{n}  {2 * m * k * n / t / 1e9:8.1f} GFLOP/s"
         if be.mod is not None:

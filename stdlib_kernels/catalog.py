@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from .activations import gate_up_swiglu_kernel, swiglu_kernel
 from .attention import decode_attention_kernel, decode_merge_kernel, kv_scatter_kernel
-from .gemm import gemm_naive_kernel, gemm_tiled_kernel
+from .gemm import TILED_THREADS, gemm_naive_kernel, gemm_tiled_kernel
 from .gemm_tc import gemm_tc_kernel
 from .flash_attention import flash_attention_f32_kernel, flash_attention_tc_kernel
 from .norms import layernorm_kernel, rmsnorm_kernel
@@ -64,7 +64,8 @@ def _row_specs() -> tuple[Specialisation, ...]:
 SPECIALISATIONS: tuple[Specialisation, ...] = (
     *_row_specs(),
     Specialisation("gemm_naive", gemm_naive_kernel),
-    Specialisation("gemm_tiled", gemm_tiled_kernel),
+    *(Specialisation(f"gemm_tiled[VEC={v}]", gemm_tiled_kernel, {"VEC": v}, TILED_THREADS)
+      for v in (4, 1)),
     Specialisation("kv_scatter", kv_scatter_kernel),
     *(Specialisation(f"decode_attention[DPL={d},SPLIT={s}]", decode_attention_kernel,
                      {"DPL": d, "TILE": 32, "GROUP": 4, "VEC": True, "SPLIT": s})

@@ -29,8 +29,12 @@ def test_gemm_kernels_write_every_element():
     r = rng(1)
     a, b = randn(r, 70, 20), randn(r, 20, 67)
     c = poisoned((70, 67))
-    sk.gemm_tiled_kernel[(2, 2), 256](c, a, b)
+    sk.gemm_tiled_kernel[(2, 2), 256](c, a, b, 1)
     check(c, a, b)
+    a4, b4 = randn(r, 70, 20), randn(r, 20, 68)            # k, n multiples of 4: 128-bit path
+    c = poisoned((70, 68))
+    sk.gemm_tiled_kernel[(2, 2), 256](c, a4, b4, 4)
+    check(c, a4, b4)
     c = poisoned((70, 67))
     sk.gemm_naive_kernel[(5, 5), (16, 16)](c, a, b)
     check(c, a, b)
