@@ -204,8 +204,9 @@ def test_opt_levels_give_same_results(mod, cpu_device, opt_level):
 
 def test_ptx_byte_identical_across_processes(tmp_path):
     code = ("import hashlib, stdlib_kernels as sk, pyptx\n"
-            "ck = pyptx.compile(sk.rmsnorm_kernel, constexprs={'BLOCK': 256})\n"
-            "ck2 = pyptx.compile(sk.gemm_tiled_kernel, arch='sm_90')\n"
+            "ck = pyptx.compile(sk.rmsnorm_kernel, constexprs={'BLOCK': 256, 'VEC': 4, "
+            "'CHUNKS': 4})\n"
+            "ck2 = pyptx.compile(sk.gemm_tiled_kernel, arch='sm_90', constexprs={'VEC': 4})\n"
             "print(hashlib.sha256((ck.ptx + ck2.ptx).encode()).hexdigest())\n")
     outs = {_py(code, PYPTX_NO_CACHE="1", PYTHONHASHSEED=str(seed)).stdout for seed in (1, 2)}
     assert len(outs) == 1 and len(next(iter(outs)).strip()) == 64
