@@ -15,6 +15,7 @@ from hypothesis import given, strategies as st
 import pyptx
 from pyptx import f16, f32, i8, i32, toolchain, u8, u32
 from pyptx.ir import parse_function, print_function, verify
+from pyptx.ir.verifier import IRError
 from kernel_factory import make_kernel
 from test_cpu_util import HEADER, inp, run
 
@@ -263,3 +264,27 @@ def test_vload_of_i8_sign_extends(cpu_device):
     widen[1, 32](out, x)
     assert np.array_equal(out, x.astype(np.int32))
 
+
+
+_GOOD_IR = """kernel @k(%x: ptr.global<f32>)
+{
+^entry:
+  %0 = vload %x : f32x4
+  %1 = lane %0 {index = 3} : f32
+  vstore %x, %1, %1 {offset = 8}
+  ret
+}
+"""
+
+
+@pytest.mark.parametrize("old,new,msg", [
+    ("lane %0 {index = 3}", "lane %0 {index = 4}", "index within"),
+    ("%1 = lane %0 {index = 3} : f32", "%1 = add %0, %0 : f32", "taken apart by 'lane'"),
+    ("vstore %x, %1, %1 {", "vstore %x, %1, %1, %1 {", "1, 2, 4 or 8 lanes"),
+    (": f32x4", ": f32x8", "1, 2, 4 or 8 lanes"),
+    (": f32x4", ": f64x2", "VecType of elem"),
+])
+def test_verifier_rejects_misused_vector_values(old, new, msg):
+    verify(parse_function(_GOOD_IR))
+    with pytest.raises(IRError, match=msg):
+        verify(parse_function(_GOOD_IR.replace(old, new)))

@@ -229,6 +229,8 @@ class _Checker:
         for v in ins.operands:
             self.need(isinstance(v, (Instr, BlockArg, Param, Const)) and v.type is not None,
                       f"operand {v!r} is not a value")
+            self.need(ins.op == "lane" or not isinstance(v.type, VecType),
+                      "a vector value can only be taken apart by 'lane'")
         self.need((ins.type is not None) == info.result,
                   "must produce a value" if info.result else "must not produce a value")
         nsucc = {"br": 1, "cbr": 2}.get(ins.op, 0)
