@@ -102,22 +102,24 @@ def test_ptxas_accepts_the_vector_forms(dtype, lanes):
         toolchain.assemble(ptx, arch)            # raises ToolchainError if ptxas rejects it
 
 
+@pyptx.kernel
+def _scale3(out: f32[:], x: f32[:], n: i32):
+    t = pyptx.grid(1)
+    stride = pyptx.block_dim.x
+    body = n // 4 * 4
+    for i in range(t * 4, body, stride * 4):
+        a, b, c, d = pyptx.vload(x, i, 4)
+        pyptx.vstore(out, i, (a * 3.0, b * 3.0, c * 3.0, d * 3.0))
+    for i in range(body + t, n, stride):
+        out[i] = x[i] * 3.0
+
+
 @given(n=st.integers(1, 200), block=st.sampled_from([32, 64]))
 def test_vector_body_with_scalar_tail(cpu_device, n, block):
     """The streaming idiom: 4-wide accesses for the bulk, scalar ones for the last n % 4."""
-    @pyptx.kernel
-    def scale(out: f32[:], x: f32[:], n: i32):
-        t = pyptx.grid(1)
-        stride = pyptx.block_dim.x
-        body = n // 4 * 4
-        for i in range(t * 4, body, stride * 4):
-            a, b, c, d = pyptx.vload(x, i, 4)
-            pyptx.vstore(out, i, (a * 3.0, b * 3.0, c * 3.0, d * 3.0))
-        for i in range(body + t, n, stride):
-            out[i] = x[i] * 3.0
     x = _random(np.float32, n)
     out = _poison(x)
-    scale[1, block](out, x, n)
+    _scale3[1, block](out, x, n)
     assert np.array_equal(out, x * np.float32(3.0))
 
 
