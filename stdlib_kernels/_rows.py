@@ -1,5 +1,5 @@
-"""Shared pieces of the row kernels (softmax, RMSNorm, LayerNorm): launch configuration,
-register-resident rows read with 128-bit loads, and block reductions merged once.
+"""Shared pieces of the row kernels (softmax, RMSNorm, LayerNorm): launch configuration and
+register-resident rows read with 128-bit loads.
 
 A row of n float32 is read in *chunks* of VEC elements: VEC = 4 (one 128-bit `vload`) when n is a
 multiple of 4, so that every row starts 16-byte aligned, else VEC = 1.  Thread t of a block of
@@ -16,7 +16,6 @@ import pyptx
 from pyptx import f32
 
 from ._validate import ceil_div, row_block
-from ._warp import warp_max, warp_sum
 
 #: the most chunks a thread keeps in registers (32 floats with 128-bit chunks) ...
 MAX_CHUNKS = 8
@@ -66,59 +65,11 @@ def store4(out, row, c, v0: f32, v1: f32, v2: f32, v3: f32, VEC):
 
 
 @pyptx.func
-def load4(x, row, c, VEC):
-    """(x[row, c], ..., x[row, c+3]) as one 128-bit load when VEC == 4; (x[row, c], 0, 0, 0)
-    when VEC == 1, so callers can be written once for both widths."""
+def load4(a, index, VEC):
+    """(a[index], ... 3 more along the last axis) as one 128-bit load when VEC == 4;
+    (a[index], 0, 0, 0) when VEC == 1, so callers are written once for both widths.  `index` is
+    `c` for a 1-d array, `(row, c)` for a 2-d one."""
     if VEC == 4:
-        a, b, d, e = pyptx.vload(x, (row, c), 4)
-        return a, b, d, e
-    return x[row, c], f32(0.0), f32(0.0), f32(0.0)
-
-
-@pyptx.func
-def load4_1d(w, c, VEC):
-    """load4 for a 1-d array (norm weights): (w[c], ..., w[c+3]) or (w[c], 0, 0, 0)."""
-    if VEC == 4:
-        a, b, d, e = pyptx.vload(w, c, 4)
-        return a, b, d, e
-    return w[c], f32(0.0), f32(0.0), f32(0.0)
-
-
-@pyptx.func
-def block_sum_once(v: f32, red, NWARPS):
-    """Sum of `v` over the block, returned to every thread: warp sums, then warp 0 alone merges
-    the NWARPS partials and broadcasts the total through red[0].  `red` (shared, ≥ NWARPS
-    floats) is used once."""
-    v = warp_sum(v)
-    if NWARPS > 1:
-        tid = pyptx.thread_idx.x
-        if tid % 32 == 0:
-            red[tid // 32] = v
-        pyptx.syncthreads()
-        if tid < 32:
-            w = red[tid] if tid < NWARPS else f32(0.0)
-            w = warp_sum(w)
-            if tid == 0:
-                red[0] = w
-        pyptx.syncthreads()
-        v = red[0]
-    return v
-
-
-@pyptx.func
-def block_max_once(v: f32, red, NWARPS):
-    """Max of `v` over the block, returned to every thread (as block_sum_once)."""
-    v = warp_max(v)
-    if NWARPS > 1:
-        tid = pyptx.thread_idx.x
-        if tid % 32 == 0:
-            red[tid // 32] = v
-        pyptx.syncthreads()
-        if tid < 32:
-            w = red[tid] if tid < NWARPS else red[0]
-            w = warp_max(w)
-            if tid == 0:
-                red[0] = w
-        pyptx.syncthreads()
-        v = red[0]
-    return v
+        v0, v1, v2, v3 = pyptx.vload(a, index, 4)
+        return v0, v1, v2, v3
+    return a[index], f32(0.0), f32(0.0), f32(0.0)

@@ -1,8 +1,8 @@
 """Warp-level building blocks shared by the reduction kernels (device functions, inlined).
 
 All reductions are `shfl_xor` butterflies: after log2(32) = 5 exchange steps every lane holds the
-result, so no lane has to broadcast it afterwards.  The online-softmax merge combines two partial
-(max, sum-of-exp) pairs: (m, s) ⊕ (m', s') = (M, s·e^(m-M) + s'·e^(m'-M)) with M = max(m, m').
+result, so no lane has to broadcast it afterwards.  Across warps (`block_sum`, `block_max`) each
+warp leaves its partial in shared memory and warp 0 alone merges them, once, and broadcasts.
 """
 from __future__ import annotations
 
@@ -23,22 +23,6 @@ def warp_sum(v: f32):
 
 
 @pyptx.func
-def block_sum(v: f32, red, NWARPS):
-    """Sum of `v` over a block of NWARPS warps, returned to every thread.  `red` is a shared
-    f32 array of at least NWARPS elements, used once (a second reduction needs another one, or a
-    barrier before reuse)."""
-    v = warp_sum(v)
-    tid = pyptx.thread_idx.x
-    if tid % 32 == 0:
-        red[tid // 32] = v
-    pyptx.syncthreads()
-    total = 0.0
-    for w in range(NWARPS):
-        total += red[w]
-    return total
-
-
-@pyptx.func
 def warp_max(v: f32):
     """Max of `v` over the 32 lanes, returned to every lane."""
     for i in pyptx.static_range(5):
@@ -47,28 +31,34 @@ def warp_max(v: f32):
 
 
 @pyptx.func
-def merge_max_sum(m: f32, s: f32, m2: f32, s2: f32):
-    """(m, s) ⊕ (m2, s2) for online softmax: s = Σ exp(x - m) over the elements seen."""
-    mm = max(m, m2)
-    return mm, s * pyptx.math.exp(m - mm) + s2 * pyptx.math.exp(m2 - mm)
+def block_reduce(v: f32, red, NWARPS, MAX):
+    """Max (MAX true) or sum of `v` over a block of NWARPS warps, returned to every thread: warp
+    butterflies, then warp 0 alone merges the NWARPS partials and broadcasts the result through
+    red[0].  `red` (shared, ≥ NWARPS floats) is used once (reuse needs a barrier first)."""
+    v = warp_max(v) if MAX else warp_sum(v)
+    if NWARPS > 1:
+        tid = pyptx.thread_idx.x
+        if tid % 32 == 0:
+            red[tid // 32] = v
+        pyptx.syncthreads()
+        if tid < 32:
+            neutral = red[0] if MAX else f32(0.0)           # lanes past the last warp
+            w = red[tid] if tid < NWARPS else neutral
+            w = warp_max(w) if MAX else warp_sum(w)
+            if tid == 0:
+                red[0] = w
+        pyptx.syncthreads()
+        v = red[0]
+    return v
 
 
 @pyptx.func
-def warp_max_sum(m: f32, s: f32):
-    """Online-softmax (max, sum) merged over the 32 lanes, returned to every lane."""
-    for i in pyptx.static_range(5):
-        m2 = pyptx.shfl_xor(m, 16 >> i)
-        s2 = pyptx.shfl_xor(s, 16 >> i)
-        m, s = merge_max_sum(m, s, m2, s2)
-    return m, s
+def block_sum(v: f32, red, NWARPS):
+    """Sum of `v` over the block, returned to every thread (`block_reduce`)."""
+    return block_reduce(v, red, NWARPS, False)
 
 
 @pyptx.func
-def online_update(m: f32, s: f32, v: f32):
-    """Add one element `v` to a running (max, sum-of-exp): one exp per element."""
-    if v > m:
-        s = s * pyptx.math.exp(m - v) + 1.0
-        m = v
-    else:
-        s = s + pyptx.math.exp(v - m)
-    return m, s
+def block_max(v: f32, red, NWARPS):
+    """Max of `v` over the block, returned to every thread (`block_reduce`)."""
+    return block_reduce(v, red, NWARPS, True)

@@ -3,7 +3,7 @@
 Rows are read in 128-bit chunks when the hidden size is a multiple of 4 (`_rows.py`).  When the
 row fits in registers (CHUNKS > 0) each thread loads its chunks once and keeps them for the
 reductions and the output; longer rows stream (x re-read from cache).  Reductions are warp
-butterflies, then warp 0 merges the per-warp partials once (`block_sum_once`).  LayerNorm uses the
+butterflies, then warp 0 merges the per-warp partials once (`block_sum`).  LayerNorm uses the
 two-pass variance Σ(x - mean)² rather than E[x²] - mean², which cancels catastrophically for rows
 with a large mean.
 """
@@ -15,7 +15,8 @@ import pyptx
 from pyptx import block_idx, f32, thread_idx
 
 from . import _validate as V
-from ._rows import block_sum_once, load4, load4_1d, load_chunks, row_config, store4
+from ._rows import load4, load_chunks, row_config, store4
+from ._warp import block_sum
 
 
 @pyptx.func
@@ -43,23 +44,23 @@ def rmsnorm_kernel(out: f32[:, :], x: f32[:, :], weight: f32[:], eps: f32,
         ss = f32(0.0)
         for i in pyptx.static_range(VEC * CHUNKS):
             ss += vals[i] * vals[i]
-        inv = 1.0 / pyptx.math.sqrt(block_sum_once(ss, red, BLOCK // 32) / f32(n) + eps)
+        inv = 1.0 / pyptx.math.sqrt(block_sum(ss, red, BLOCK // 32) / f32(n) + eps)
         for k in pyptx.static_range(CHUNKS):
             c = (tid + k * BLOCK) * VEC
             if c < n:
-                w0, w1, w2, w3 = load4_1d(weight, c, VEC)
+                w0, w1, w2, w3 = load4(weight, c, VEC)
                 i = k * VEC
                 store4(out, row, c, vals[i] * inv * w0, vals[i + 1 % VEC] * inv * w1,
                        vals[i + 2 % VEC] * inv * w2, vals[i + 3 % VEC] * inv * w3, VEC)
     else:
         ss = f32(0.0)
         for c in range(tid * VEC, n, BLOCK * VEC):
-            a, b, d, e = load4(x, row, c, VEC)
+            a, b, d, e = load4(x, (row, c), VEC)
             ss += _sum_sq(a, b, d, e, VEC)
-        inv = 1.0 / pyptx.math.sqrt(block_sum_once(ss, red, BLOCK // 32) / f32(n) + eps)
+        inv = 1.0 / pyptx.math.sqrt(block_sum(ss, red, BLOCK // 32) / f32(n) + eps)
         for c in range(tid * VEC, n, BLOCK * VEC):
-            a, b, d, e = load4(x, row, c, VEC)
-            w0, w1, w2, w3 = load4_1d(weight, c, VEC)
+            a, b, d, e = load4(x, (row, c), VEC)
+            w0, w1, w2, w3 = load4(weight, c, VEC)
             store4(out, row, c, a * inv * w0, b * inv * w1, d * inv * w2, e * inv * w3, VEC)
 
 
@@ -79,19 +80,19 @@ def layernorm_kernel(out: f32[:, :], x: f32[:, :], gamma: f32[:], beta: f32[:], 
         s = f32(0.0)
         for i in pyptx.static_range(VEC * CHUNKS):
             s += vals[i]
-        mean = block_sum_once(s, red_sum, BLOCK // 32) / f32(n)
+        mean = block_sum(s, red_sum, BLOCK // 32) / f32(n)
         q = f32(0.0)
         for k in pyptx.static_range(CHUNKS):
             if (tid + k * BLOCK) * VEC < n:
                 for e in pyptx.static_range(VEC):
                     d = vals[k * VEC + e] - mean
                     q += d * d
-        inv = 1.0 / pyptx.math.sqrt(block_sum_once(q, red_var, BLOCK // 32) / f32(n) + eps)
+        inv = 1.0 / pyptx.math.sqrt(block_sum(q, red_var, BLOCK // 32) / f32(n) + eps)
         for k in pyptx.static_range(CHUNKS):
             c = (tid + k * BLOCK) * VEC
             if c < n:
-                g0, g1, g2, g3 = load4_1d(gamma, c, VEC)
-                b0, b1, b2, b3 = load4_1d(beta, c, VEC)
+                g0, g1, g2, g3 = load4(gamma, c, VEC)
+                b0, b1, b2, b3 = load4(beta, c, VEC)
                 i = k * VEC
                 store4(out, row, c, (vals[i] - mean) * inv * g0 + b0,
                        (vals[i + 1 % VEC] - mean) * inv * g1 + b1,
@@ -100,18 +101,18 @@ def layernorm_kernel(out: f32[:, :], x: f32[:, :], gamma: f32[:], beta: f32[:], 
     else:
         s = f32(0.0)
         for c in range(tid * VEC, n, BLOCK * VEC):
-            a, b, d, e = load4(x, row, c, VEC)
+            a, b, d, e = load4(x, (row, c), VEC)
             s += _sum4(a, b, d, e, VEC)
-        mean = block_sum_once(s, red_sum, BLOCK // 32) / f32(n)
+        mean = block_sum(s, red_sum, BLOCK // 32) / f32(n)
         q = f32(0.0)
         for c in range(tid * VEC, n, BLOCK * VEC):
-            a, b, d, e = load4(x, row, c, VEC)
+            a, b, d, e = load4(x, (row, c), VEC)
             q += _sum_sq(a - mean, b - mean, d - mean, e - mean, VEC)
-        inv = 1.0 / pyptx.math.sqrt(block_sum_once(q, red_var, BLOCK // 32) / f32(n) + eps)
+        inv = 1.0 / pyptx.math.sqrt(block_sum(q, red_var, BLOCK // 32) / f32(n) + eps)
         for c in range(tid * VEC, n, BLOCK * VEC):
-            a, b, d, e = load4(x, row, c, VEC)
-            g0, g1, g2, g3 = load4_1d(gamma, c, VEC)
-            b0, b1, b2, b3 = load4_1d(beta, c, VEC)
+            a, b, d, e = load4(x, (row, c), VEC)
+            g0, g1, g2, g3 = load4(gamma, c, VEC)
+            b0, b1, b2, b3 = load4(beta, c, VEC)
             store4(out, row, c, (a - mean) * inv * g0 + b0, (b - mean) * inv * g1 + b1,
                    (d - mean) * inv * g2 + b2, (e - mean) * inv * g3 + b3, VEC)
 

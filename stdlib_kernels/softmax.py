@@ -20,9 +20,8 @@ import pyptx
 from pyptx import block_dim, block_idx, f32, thread_idx
 
 from . import _validate as V
-from ._rows import MAX_CHUNKS, RowConfig, block_max_once, block_sum_once, load4, load_chunks, \
-    row_config, store4
-from ._warp import NEG_BIG, warp_max, warp_sum
+from ._rows import MAX_CHUNKS, RowConfig, load4, load_chunks, row_config, store4
+from ._warp import NEG_BIG, block_max, block_sum, warp_max, warp_sum
 
 #: threads per block of the warp-per-row kernel (= rows per block × 32)
 WARP_KERNEL_BLOCK = 256
@@ -89,14 +88,14 @@ def softmax_block_kernel(out: f32[:, :], x: f32[:, :], BLOCK: pyptx.constexpr,
     if CHUNKS > 0:
         vals = pyptx.local.array(VEC * CHUNKS, f32)
         load_chunks(vals, x, row, tid, n, NEG_BIG, BLOCK, VEC, CHUNKS)
-        m = block_max_once(chunk_max(vals, VEC, CHUNKS), red_m, BLOCK // 32)
-        s = block_sum_once(exp_in_place(vals, m, tid, n, BLOCK, VEC, CHUNKS), red_s, BLOCK // 32)
+        m = block_max(chunk_max(vals, VEC, CHUNKS), red_m, BLOCK // 32)
+        s = block_sum(exp_in_place(vals, m, tid, n, BLOCK, VEC, CHUNKS), red_s, BLOCK // 32)
         store_scaled(out, vals, row, tid, n, 1.0 / s, BLOCK, VEC, CHUNKS)
     else:
         m = NEG_BIG
         s = 0.0
         for c in range(tid * VEC, n, BLOCK * VEC):
-            a, b, d, e = load4(x, row, c, VEC)
+            a, b, d, e = load4(x, (row, c), VEC)
             cm = max(max(a, b), max(d, e)) if VEC == 4 else a
             if cm > m:
                 s = s * pyptx.math.exp(m - cm)
@@ -104,10 +103,10 @@ def softmax_block_kernel(out: f32[:, :], x: f32[:, :], BLOCK: pyptx.constexpr,
             s += pyptx.math.exp(a - m)
             if VEC == 4:
                 s += pyptx.math.exp(b - m) + pyptx.math.exp(d - m) + pyptx.math.exp(e - m)
-        mx = block_max_once(m, red_m, BLOCK // 32)
-        inv = 1.0 / block_sum_once(s * pyptx.math.exp(m - mx), red_s, BLOCK // 32)
+        mx = block_max(m, red_m, BLOCK // 32)
+        inv = 1.0 / block_sum(s * pyptx.math.exp(m - mx), red_s, BLOCK // 32)
         for c in range(tid * VEC, n, BLOCK * VEC):
-            a, b, d, e = load4(x, row, c, VEC)
+            a, b, d, e = load4(x, (row, c), VEC)
             if VEC == 4:
                 store4(out, row, c, pyptx.math.exp(a - mx) * inv, pyptx.math.exp(b - mx) * inv,
                        pyptx.math.exp(d - mx) * inv, pyptx.math.exp(e - mx) * inv, VEC)
