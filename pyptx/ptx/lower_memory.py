@@ -22,12 +22,12 @@ def space_of(em, p) -> str:
     `p` points into an array parameter the kernel never writes (CUDA's `const __restrict__`;
     the launcher falls back to plain loads when such an argument overlaps a written one)."""
     space = p.type.space
-    if space != "global":
+    written = em.fn.attrs.get("written_params")
+    if space != "global" or written is None:
         return space
     while p.__class__ is Instr and p.op in ("gep", "bitcast"):
         p = p.operands[0]
-    written = em.fn.attrs.get("written_params")
-    if p.__class__ is Param and written is not None and p.name not in written:
+    if p.__class__ is Param and p.name not in written:
         return "global.nc"
     return space
 
