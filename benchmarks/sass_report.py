@@ -162,9 +162,9 @@ HEAD = f"{'regs':>4s} {'spill':>5s} {'sass':>5s} {'f64':>4s} {'LDG 32/64/128':>1
 
 def format_report(result: dict, arch: str) -> str:
     lines = [f"static SASS report ({arch}); loop = the innermost loop with the most FFMAs, "
-             f"ffma = its FFMA share", "", f"{'stdlib kernel':40s} {HEAD}"]
+             f"ffma = its FFMA share", "", f"{'stdlib kernel':44s} {HEAD}"]
     for r in result["stdlib"]:
-        lines.append(f"{r.label:40s} " + " ".join(_cells(r)))
+        lines.append(f"{r.label:44s} " + " ".join(_cells(r)))
     lines += ["", f"{'peer kernel':14s} {'compiler':8s} {HEAD}"]
     for a, b in result["peers"]:
         for r in (a, b):
