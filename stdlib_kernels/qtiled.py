@@ -14,7 +14,7 @@ import pyptx
 from pyptx import block_idx, f16, f32, i8, i32, thread_idx, u8, u16, u32
 
 from ._qblock import half_hi, half_lo, pair16, q4k_scale_min_pair
-from .gemm import _fma4, _store_row
+from .gemm import _fma4
 
 TILE = 64
 TILE_K = 32
@@ -146,3 +146,18 @@ def qmatmul_tiled_kernel(out: f32[:, :], x: f32[:], w: u8[:], m: i32, n: i32, k:
     _store_row(out, m0 + ty + 16, n0 + tx, m, n, c10, c11, c12, c13)
     _store_row(out, m0 + ty + 32, n0 + tx, m, n, c20, c21, c22, c23)
     _store_row(out, m0 + ty + 48, n0 + tx, m, n, c30, c31, c32, c33)
+
+
+@pyptx.func
+def _store_row(c: f32[:, :], row: i32, col0: i32, m: i32, n: i32,
+               v0: f32, v1: f32, v2: f32, v3: f32):
+    """Store one row of a thread's 4×4 block (columns col0 + 16·j), skipping what is outside C."""
+    if row < m:
+        if col0 < n:
+            c[row, col0] = v0
+        if col0 + 16 < n:
+            c[row, col0 + 16] = v1
+        if col0 + 32 < n:
+            c[row, col0 + 32] = v2
+        if col0 + 48 < n:
+            c[row, col0 + 48] = v3
