@@ -1,13 +1,12 @@
-"""Accurate exp/exp2/log/log2/sin/cos/tanh, written in the pyptx DSL itself.
+"""Accurate f64 exp/exp2/log/log2/sin/cos/tanh and exact fmod, written in the pyptx DSL itself
+(the f32 functions, computed in f32 arithmetic, live in pyptx/mathlib_f32.py and are re-exported).
 
 Why this shape:
 * Only IEEE-exact operations (+ - * / .rn, explicit fma, rint, integer and bit operations): the GPU
   and the CPU executor then agree bit for bit, so the CPU test-suite proves the GPU's accuracy.
 * No `a * b` whose single use is an addition: the compiler's FMA contraction would otherwise fuse
   it and change the rounding.  Every fused step is written as `pyptx.math.fma` explicitly.
-* The f64 kernels are < 1 ulp (measured: docs/math.md).  The f32 functions evaluate the f64 kernel
-  and round once, so they are correctly rounded except in rare double-rounding cases: the only way
-  to stay within 2 ulp of numpy's float32 results, which are themselves up to ~3 ulp off.
+* The f64 kernels are < 1 ulp (measured: docs/math.md).
 * Every algorithm is mirrored op for op by tests/mathlib_emulation.py (vectorised numpy).
 """
 from __future__ import annotations
@@ -394,41 +393,10 @@ def tanh_f64(x: f64):
     return y
 
 
-# ---- f32: evaluate the f64 kernel, round once -------------------------------------------------
+# ---- f32: computed in f32 arithmetic (pyptx/mathlib_f32.py) ------------------------------------
 
-@pyptx.func
-def exp_f32(x: f32):
-    return f32(exp_f64(f64(x)))
-
-
-@pyptx.func
-def exp2_f32(x: f32):
-    return f32(exp2_f64(f64(x)))
-
-
-@pyptx.func
-def log_f32(x: f32):
-    return f32(log_f64(f64(x)))
-
-
-@pyptx.func
-def log2_f32(x: f32):
-    return f32(log2_f64(f64(x)))
-
-
-@pyptx.func
-def sin_f32(x: f32):
-    return f32(sin_f64(f64(x)))
-
-
-@pyptx.func
-def cos_f32(x: f32):
-    return f32(cos_f64(f64(x)))
-
-
-@pyptx.func
-def tanh_f32(x: f32):
-    return f32(tanh_f64(f64(x)))
+from .mathlib_f32 import (cos_f32, exp2_f32, exp_f32, log2_f32, log_f32,  # noqa: E402,F401
+                          sin_f32, tanh_f32)
 
 
 # ---- fmod (exact, C semantics) ----------------------------------------------------------------

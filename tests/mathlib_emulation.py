@@ -1,4 +1,7 @@
-"""Vectorised numpy mirror of pyptx/mathlib.py (same operations, same order), for accuracy tests.
+"""Vectorised numpy mirror of pyptx/mathlib.py's f64 functions (same operations, same order), for
+accuracy tests on many more inputs than the CPU executor runs quickly (its f64 fma is emulated).
+The f32 functions (pyptx/mathlib_f32.py) need no mirror: tests/test_mathlib_f32.py runs them
+through real kernels on the executor, whose f32 fma is cheap.
 
 numpy has no fma, so `fma64` is an exact emulation (Dekker two-product + exact residual
 correction); `run_dsl_source` runs the DSL functions' own Python source on numpy scalars, which
@@ -266,22 +269,7 @@ def tanh_f64(x):
     return np.where(np.isnan(x), x + x, y)
 
 
-# ---- f32 wrappers -----------------------------------------------------------------------------
-
-def _f32(fn):
-    def wrapped(x):
-        with np.errstate(all="ignore"):
-            return fn(np.asarray(x, dtype=np.float32).astype(F)).astype(np.float32)
-    wrapped.__name__ = fn.__name__.replace("f64", "f32")
-    return wrapped
-
-
-exp_f32, exp2_f32, log_f32, log2_f32, sin_f32, cos_f32, tanh_f32 = (
-    _f32(f) for f in (exp_f64, exp2_f64, log_f64, log2_f64, sin_f64, cos_f64, tanh_f64))
-
-FUNCS = {n: globals()[n] for n in ("exp_f32 exp2_f32 log_f32 log2_f32 sin_f32 cos_f32 tanh_f32 "
-                                    "exp_f64 exp2_f64 log_f64 log2_f64 sin_f64 cos_f64 "
-                                    "tanh_f64").split()}
+FUNCS = {n: globals()[n] for n in "exp_f64 exp2_f64 log_f64 log2_f64 sin_f64 cos_f64 tanh_f64".split()}
 
 
 # ---- running the DSL source itself on numpy scalars -------------------------------------------
