@@ -387,8 +387,10 @@ def test_math_uses_mathlib_and_fast_variants():
     c = ops(lower("def k(out: f32[:], x: f32):\n    out[0] = pyptx.math.exp(x)\n"))
     assert "approx" not in c and sum(c.values()) > 10            # inlined mathlib code
     c = ops(lower("def k(out: f32[:], x: f32):\n    out[0] = pyptx.math.fast_exp(x) + "
-                  "pyptx.math.rsqrt(x) + pyptx.math.fma(x, x, 1.0) + pyptx.math.floor(x)\n"))
+                  "pyptx.math.fast_rsqrt(x) + pyptx.math.fma(x, x, 1.0) + pyptx.math.floor(x)\n"))
     assert c["approx"] == 2 and c["fma"] == 1 and c["floor"] == 1
+    c = ops(lower("def k(out: f32[:], x: f32):\n    out[0] = pyptx.math.rsqrt(x)\n"))
+    assert "approx" not in c and c["sqrt"] == 1 and c["rcp"] == 1     # accurate: no .approx
 
 
 def test_print_format():

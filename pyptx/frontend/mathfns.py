@@ -30,6 +30,7 @@ MATH_TABLE = {
     "fast_sin": ("approx", ("sin", None, None)), "fast_cos": ("approx", ("cos", None, None)),
     "fast_tanh": ("approx", ("tanh", None, None)), "fast_rcp": ("approx", ("rcp", None, None)),
     "fast_sqrt": ("approx", ("sqrt", None, None)),
+    "fast_rsqrt": ("approx", ("rsqrt", None, None)),
 }
 
 _NUMPY_UFUNC = {"sqrt": np.sqrt, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
@@ -63,11 +64,8 @@ def _lower(cx, name, args, kwargs):
     x, ct, rt = _operand(cx, name, args[0])
     if kind == "op":
         r = arith.emit(cx, detail, [x], ct)
-    elif kind == "rsqrt":
-        if ct == T.f32:
-            r = arith.emit(cx, "approx", [x], ct, fn="rsqrt")
-        else:
-            r = arith.emit(cx, "rcp", [arith.emit(cx, "sqrt", [x], ct)], ct)
+    elif kind == "rsqrt":          # rcp.rn(sqrt.rn(x)): <= 1 ulp, no .approx (fast_rsqrt is)
+        r = arith.emit(cx, "rcp", [arith.emit(cx, "sqrt", [x], ct)], ct)
     elif kind == "approx":
         r = _approx(cx, detail, arith.convert(cx, x, T.f32))
     else:

@@ -122,7 +122,8 @@ def lower_approx(em, ins) -> None:
         raise em.error(f"approx: unsupported function {fn!r} on {ins.type!r}", ins)
     if fn == "tanh":
         em.need("tanh.approx.f32", ins)
-    em.i(f"{fn}.approx.f32 {em.dst(ins)}, {em.reg(ins.operands[0])}")
+    ftz = ".ftz" if fn == "ex2" else ""      # ex2 without .ftz costs extra SASS for denormals
+    em.i(f"{fn}.approx{ftz}.f32 {em.dst(ins)}, {em.reg(ins.operands[0])}")
 
 
 # ---- compares and selects --------------------------------------------------------------------
