@@ -40,7 +40,7 @@ _CACHE: dict = {}
 _MAX_ENTRIES = 512
 _MAX_WALKS = 6
 _BLOCK_NAME = re.compile(r"^(.*?)(\d+)$")
-_HIDDEN_HINT = re.compile(r"^\$([A-Za-z_]+)(\d+)$")
+_HIDDEN_HINT = re.compile(r"^\$([A-Za-z_]+)(\d+)((?:\.\d+)?)$")   # $ret7, $ret7.1 (tuple item)
 
 
 class Template:
@@ -229,7 +229,8 @@ def _encode(tcx, fn, entry, site_block, result, args, b) -> Template:
         bargs = []
         for a in blk.args:
             h = _HIDDEN_HINT.match(a.hint)
-            bargs.append((a.type, h.group(1) if h else a.hint, int(h.group(2)) if h else None,
+            bargs.append((a.type, (h.group(1), h.group(3)) if h else a.hint,
+                          int(h.group(2)) if h else None,
                           index[id(a)]))
         preds = [(bindex[id(p)], k) for p, k in b.preds.get(blk, ()) if id(p) in bindex]
         blocks.append((m.group(1), int(m.group(2)), bargs, instrs, preds))
@@ -274,7 +275,7 @@ def _clone(cx, tpl: Template, args: list):
         nb = Block(f"{hint}{base_block + num}")
         for t, ahint, hidden, slot in bargs:
             a = BlockArg(t, nb, len(nb.args), ahint if hidden is None else
-                         f"${ahint}{hidden + base_name}")
+                         f"${ahint[0]}{hidden + base_name}{ahint[1]}")
             nb.args.append(a)
             vals[slot] = a
         fn_blocks.append(nb)
