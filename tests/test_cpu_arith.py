@@ -419,3 +419,10 @@ def test_fma_with_immediate_operands(t):
                     "f64": ("0d4008000000000000", "0d3FF8000000000000")}[t]   # 3.0 and 1.5
     got = run_elementwise(f"fma.rn.{t} {{d}}, {three}, {half3}, {{a}};", [t], t, [c])
     np.testing.assert_array_equal(got, (4.5 + c.astype(np.float64)).astype(dt))
+
+
+def test_fma_f64_overflowing_product_gives_signed_inf():
+    """An fma whose exact result overflows rounds to +-inf (the exact-rational fallback path)."""
+    a, b, c = (np.array(v) for v in ([1.7e308, -1.7e308], [2.0, 2.0], [-1e300, 1e300]))
+    got = run_elementwise("fma.rn.f64 {d}, {a}, {b}, {c};", ["f64"] * 3, "f64", [a, b, c])
+    assert list(got) == [np.inf, -np.inf]

@@ -115,7 +115,7 @@ def _fma_exact(a: float, b: float, c: float) -> float:
     try:
         r = float(exact)                # Fraction -> float is correctly rounded
     except OverflowError:
-        return math.copysign(math.inf, exact)
+        return math.inf if exact > 0 else -math.inf     # (float(exact) itself overflows)
     if r == 0:
         return math.copysign(0.0, exact)
     return r
