@@ -1,7 +1,8 @@
 """The rest of Numba's `math` in the DSL: log10 log1p expm1 sinh cosh tan atan atan2 asin acos
-hypot copysign cbrt, f32 in f32 arithmetic, f64 in f64 (mostly composed from pyptx.mathlib's f64
-functions).  Same rules as pyptx/mathlib_f32.py: IEEE-exact operations only, every fused step an
-explicit fma.  Measured accuracy per function: docs/math.md.
+cbrt erf erfc hypot copysign, f32 in f32 arithmetic, f64 in f64 where written (composed from
+pyptx.mathlib's f64 functions; not yet for atan atan2 asin acos cbrt erf erfc).  Same rules as
+pyptx/mathlib_f32.py: IEEE-exact operations only, every fused step an explicit fma.  Measured
+accuracy per function: docs/math.md.
 """
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ from pyptx import f32, f64, i32, u32, u64
 from .mathlib import LN2, LOG2E, _cos_kernel_f64, _expm1_reduced_f64, _reduce_pio2_f64
 from .mathlib import LN2_LO as LN2_LO_F64
 from .mathlib import _reduced_hi_f64, _reduced_lo_f64, _sin_kernel_f64, exp_f64, log_f64
-from .mathlib_consts import (ASIN_P, ATAN_P, INV_LN10_F64, INV_LN10_F64_LO, INV_LN10_HI,
-                             INV_LN10_LO, LN2_HI, LN2_LO, LOG10_2_HI, LOG10_2_LO, LOG2E_HI, LOG_G,
+from .mathlib_consts import (ASIN_P, ATAN_P, ERF_P, ERFC_R1, ERFC_S2, INV_LN10_F64,
+                             INV_LN10_F64_LO, INV_LN10_HI, INV_LN10_LO, LN2_HI, LN2_LO, LOG10_2_HI, LOG10_2_LO, LOG2E_HI, LOG_G,
                              PI_HI, PI_LO, PIO2_1, PIO2_2, PIO4_HI, PIO4_LO, SINH_P)
 from .mathlib_f32 import (EXP_Q, _cos_kernel_f32, _log_poly_f32, _log_split_f32,
-                          _log_special_f32, _reduce_pio2_f32, _sin_kernel_f32, exp_f32)
+                          _log_special_f32, _reduce_pio2_f32, _scale_pow2_f32, _sin_kernel_f32,
+                          exp_f32)
 
 # the DSL takes scalar constants only: one name per coefficient
 LOG_G0, LOG_G1, LOG_G2, LOG_G3, LOG_G4, LOG_G5, LOG_G6, LOG_G7, LOG_G8 = LOG_G
@@ -25,6 +27,10 @@ EXP_Q0, EXP_Q1, EXP_Q2, EXP_Q3, EXP_Q4, EXP_Q5 = EXP_Q
 SINH_P0, SINH_P1, SINH_P2, SINH_P3 = SINH_P
 ATAN_P0, ATAN_P1, ATAN_P2, ATAN_P3, ATAN_P4, ATAN_P5 = ATAN_P
 ASIN_P0, ASIN_P1, ASIN_P2, ASIN_P3, ASIN_P4, ASIN_P5 = ASIN_P
+ERF_P0, ERF_P1, ERF_P2, ERF_P3, ERF_P4, ERF_P5, ERF_P6 = ERF_P
+(ERFC_A0, ERFC_A1, ERFC_A2, ERFC_A3, ERFC_A4, ERFC_A5, ERFC_A6, ERFC_A7, ERFC_A8, ERFC_A9,
+ ERFC_A10, ERFC_A11) = ERFC_R1
+ERFC_B0, ERFC_B1, ERFC_B2, ERFC_B3, ERFC_B4, ERFC_B5, ERFC_B6, ERFC_B7, ERFC_B8 = ERFC_S2
 
 F32_INF_BITS = 0x7F800000
 F32_SIGN = 0x80000000
@@ -363,3 +369,89 @@ def cbrt_f32(x: f32):
     y = y * pyptx.bitcast(u32(q - (8 if sub else 0) + 127) << u32(23), f32)
     y = copysign_f32(y, x)
     return x + x if (t == f32(0.0) or not (t < pyptx.bitcast(u32(F32_INF_BITS), f32))) else y
+
+
+# ---- erf / erfc -------------------------------------------------------------------------------
+
+@pyptx.func
+def _erf_small_f32(x: f32):
+    """erf x = x + x P(x^2) for |x| <= 1."""
+    z = x * x
+    p = pyptx.math.fma(f32(ERF_P6), z, f32(ERF_P5))
+    p = pyptx.math.fma(p, z, f32(ERF_P4))
+    p = pyptx.math.fma(p, z, f32(ERF_P3))
+    p = pyptx.math.fma(p, z, f32(ERF_P2))
+    p = pyptx.math.fma(p, z, f32(ERF_P1))
+    p = pyptx.math.fma(p, z, f32(ERF_P0))
+    return pyptx.math.fma(x, p, x)
+
+
+@pyptx.func
+def _exp_neg_f32(hi: f32):
+    """(k, r, q): e^(-hi) = 2^k (1 + r q) for 0 <= hi <= 103 (exp_f32's reduction, unrounded)."""
+    k = pyptx.math.rint(-hi * f32(LOG2E_HI))
+    r = pyptx.math.fma(-k, f32(LN2_HI), -hi)
+    r = pyptx.math.fma(-k, f32(LN2_LO), r)
+    q = pyptx.math.fma(f32(EXP_Q5), r, f32(EXP_Q4))
+    q = pyptx.math.fma(q, r, f32(EXP_Q3))
+    q = pyptx.math.fma(q, r, f32(EXP_Q2))
+    q = pyptx.math.fma(q, r, f32(EXP_Q1))
+    q = pyptx.math.fma(q, r, f32(EXP_Q0))
+    return i32(k), r * q
+
+
+@pyptx.func
+def _erfc_big_f32(x: f32):
+    """erfc x for x >= 1/2 (inf too) = e^(-x^2) R(x): x^2 = hi + lo exactly, e^(-hi) =
+    2^k (1 + rq) and e^(-lo) = 1 - lo folded into one factor 1 + c, so that R (1 + c) rounds
+    once (then / x, exact up to its rounding, for R = S(1/x) / x)."""
+    xs = min(x, f32(10.1))                         # erfc rounds to 0 beyond 10.06
+    hi = xs * xs
+    lo = pyptx.math.fma(xs, xs, -hi)
+    k, rq = _exp_neg_f32(hi)
+    c = rq - pyptx.math.fma(lo, rq, lo)            # (1 + rq)(1 - lo) - 1
+    y = f32(0.0)
+    if xs < f32(2.0):
+        z = xs - f32(1.25)                         # exact
+        r = pyptx.math.fma(f32(ERFC_A11), z, f32(ERFC_A10))
+        r = pyptx.math.fma(r, z, f32(ERFC_A9))
+        r = pyptx.math.fma(r, z, f32(ERFC_A8))
+        r = pyptx.math.fma(r, z, f32(ERFC_A7))
+        r = pyptx.math.fma(r, z, f32(ERFC_A6))
+        r = pyptx.math.fma(r, z, f32(ERFC_A5))
+        r = pyptx.math.fma(r, z, f32(ERFC_A4))
+        r = pyptx.math.fma(r, z, f32(ERFC_A3))
+        r = pyptx.math.fma(r, z, f32(ERFC_A2))
+        r = pyptx.math.fma(r, z, f32(ERFC_A1))
+        r = pyptx.math.fma(r, z, f32(ERFC_A0))
+        y = pyptx.math.fma(r, c, r)
+    else:
+        t = f32(1.0) / xs                          # S is insensitive to t's rounding
+        s = pyptx.math.fma(f32(ERFC_B8), t, f32(ERFC_B7))
+        s = pyptx.math.fma(s, t, f32(ERFC_B6))
+        s = pyptx.math.fma(s, t, f32(ERFC_B5))
+        s = pyptx.math.fma(s, t, f32(ERFC_B4))
+        s = pyptx.math.fma(s, t, f32(ERFC_B3))
+        s = pyptx.math.fma(s, t, f32(ERFC_B2))
+        s = pyptx.math.fma(s, t, f32(ERFC_B1))
+        s = pyptx.math.fma(s, t, f32(ERFC_B0))     # S(t) = x R(x)
+        y = pyptx.math.fma(s, c, s) / xs
+    return _scale_pow2_f32(y, k)
+
+
+@pyptx.func
+def erf_f32(x: f32):
+    ax = pyptx.math.fabs(x)
+    if ax < f32(1.0):
+        return _erf_small_f32(x)                   # keeps -0.0
+    y = copysign_f32(f32(1.0) - _erfc_big_f32(ax), x)
+    return x + x if x != x else y
+
+
+@pyptx.func
+def erfc_f32(x: f32):
+    if pyptx.math.fabs(x) < f32(0.5):
+        return f32(1.0) - _erf_small_f32(x)
+    c = _erfc_big_f32(pyptx.math.fabs(x))
+    y = c if x > f32(0.0) else f32(2.0) - c
+    return x + x if x != x else y

@@ -2,6 +2,8 @@
 executor: f32 on 2^18 inputs each (log-spread random bit patterns plus the interesting ranges)
 against numpy float64 rounded to float32, f64 on fewer inputs (the executor's f64 fma is
 emulated), special values, the predicates, and the f64 gaps being CompileErrors."""
+import math
+
 import numpy as np
 import pytest
 
@@ -14,11 +16,13 @@ N = 1 << 18
 REF = {"log10": np.log10, "log1p": np.log1p, "expm1": np.expm1, "sinh": np.sinh,
        "cosh": np.cosh, "tan": np.tan, "atan": np.arctan, "asin": np.arcsin, "acos": np.arccos,
        "cbrt": np.cbrt, "atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign,
-       "fmod": np.fmod}
+       "fmod": np.fmod, "erf": np.vectorize(math.erf, otypes=[float]),
+       "erfc": np.vectorize(math.erfc, otypes=[float])}
 BINARY = ("atan2", "hypot", "copysign", "fmod")
 #: measured maximum ulp error of the f32 functions (docs/math.md); the contract asks for <= 2
 F32_MAX_ULP = {"log10": 2, "log1p": 1, "expm1": 2, "sinh": 2, "cosh": 2, "tan": 2, "atan": 2,
-               "asin": 2, "acos": 1, "cbrt": 0, "atan2": 2, "hypot": 0, "copysign": 0, "fmod": 0}
+               "asin": 2, "acos": 1, "cbrt": 0, "atan2": 2, "hypot": 0, "copysign": 0, "fmod": 0,
+               "erf": 1, "erfc": 2}
 #: f64 (composed from the f64 library): name -> max ulp on the tested range
 F64_MAX_ULP = {"log10": 1, "log1p": 1, "expm1": 2, "sinh": 2, "cosh": 1, "tan": 2, "hypot": 1,
                "copysign": 0, "fmod": 0}
@@ -43,6 +47,8 @@ def _inputs(name, rng, n, dt):
         x = [spread(h, BIG[dt] if dt == np.float32 else 1e5), rng.uniform(-1e5, 1e5, h)]
     elif name in ("asin", "acos"):
         x = [spread(h, 1.0), rng.uniform(-1, 1, h)]
+    elif name in ("erf", "erfc"):
+        x = [spread(h, 12.0), rng.uniform(-4, 11, h)]
     else:
         x = [spread(h, BIG[dt]), rng.uniform(-10, 10, h)]
     return np.concatenate([np.array(SPECIALS)] + x)[:n].astype(dt)
@@ -127,7 +133,7 @@ def test_predicates(ty, cpu_device):
     assert np.array_equal(out, want)
 
 
-@pytest.mark.parametrize("name", ["atan", "asin", "acos", "cbrt", "atan2"])
+@pytest.mark.parametrize("name", ["atan", "asin", "acos", "cbrt", "atan2", "erf", "erfc"])
 def test_f64_not_written_yet_is_a_compile_error(name):
     with pytest.raises(pyptx.CompileError, match="f32"):
         pyptx.compile(_kernel(name, f64), arch="sm_80")

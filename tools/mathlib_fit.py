@@ -84,6 +84,19 @@ def main():
         # atan t = t + t^3 P(t^2), |t| <= tan(pi/8)
         "ATAN_P": fit(lambda x: (mp.atan(x) - x) / x ** 3, lambda x: x ** 3 / mp.atan(x), 0,
                       mp.sqrt(2) - 1, 5, var=lambda x: x * x),
+        # erf x = x + x P(x^2), |x| <= 1
+        "ERF_P": fit(lambda x: (mp.erf(x) - x) / x, lambda x: x / mp.erf(x), 0, 1.0, 6,
+                     var=lambda x: x * x),
+        # erfc x = e^(-x^2) R(x): R1 a polynomial in x - 5/4 on [1/2, 2] (centred: Horner
+        # without cancellation) ...
+        "ERFC_R1": fit(lambda x: mp.erfc(x) * mp.exp(x * x),
+                       lambda x: 1 / (mp.erfc(x) * mp.exp(x * x)), 0.5, 2.0, 11,
+                       var=lambda x: x - 1.25),
+        # ... and R(x) = S(1/x) / x on [2, 10.1], S a polynomial in 1/x (R itself would lose an
+        # ulp in its last Horner step)
+        "ERFC_S2": fit(lambda x: x * mp.erfc(x) * mp.exp(x * x),
+                       lambda x: 1 / (x * mp.erfc(x) * mp.exp(x * x)), 2.0, 10.1, 8,
+                       var=lambda x: 1 / x),
         # asin x = x + x^3 P(x^2), |x| <= 1/2
         "ASIN_P": fit(lambda x: (mp.asin(x) - x) / x ** 3, lambda x: x ** 3 / mp.asin(x), 0, 0.5, 5,
                       var=lambda x: x * x),

@@ -14,7 +14,7 @@ from .intrinsics import REGISTRY, scalar_arg
 
 #: name -> number of arguments
 LIB = {"log10": 1, "log1p": 1, "expm1": 1, "sinh": 1, "cosh": 1, "tan": 1, "atan": 1, "asin": 1,
-       "acos": 1, "cbrt": 1, "atan2": 2, "hypot": 2, "copysign": 2, "fmod": 2}
+       "acos": 1, "cbrt": 1, "erf": 1, "erfc": 1, "atan2": 2, "hypot": 2, "copysign": 2, "fmod": 2}
 PREDICATES = ("isnan", "isinf", "isfinite")
 
 
