@@ -16,7 +16,8 @@ from .mathlib import LN2_LO as LN2_LO_F64
 from .mathlib import _reduced_hi_f64, _reduced_lo_f64, _sin_kernel_f64, exp_f64, log_f64
 from .mathlib_consts import (ASIN_P, ATAN_P, ERF_P, ERFC_R1, ERFC_S2, INV_LN10_F64,
                              INV_LN10_F64_LO, INV_LN10_HI, INV_LN10_LO, LN2_HI, LN2_LO,
-                             LOG10_2_HI, LOG10_2_LO, LOG2E_HI, LOG_G, PI_HI, PI_LO, PIO2_1, PIO2_2, PIO4_HI, PIO4_LO, SINH_P)
+                             LOG10_2_HI, LOG10_2_LO, LOG2E_HI, LOG_G, PI_HI, PI_LO, PIO2_1,
+                             PIO2_2, PIO4_HI, PIO4_LO, SINH_P)
 from .mathlib_f32 import (EXP_Q, _cos_kernel_f32, _log_poly_f32, _log_split_f32,
                           _log_special_f32, _reduce_pio2_f32, _scale_pow2_f32, _sin_kernel_f32,
                           exp_f32)
