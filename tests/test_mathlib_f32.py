@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import pyptx
-from pyptx import f16, f32, i32
+from pyptx import bf16, f16, f32, i32
 from test_mathlib_accuracy import ulp_distance
 
 N = 1 << 20
@@ -168,3 +168,30 @@ def test_stdlib_f32_kernels_have_no_f64_instruction():
         bad = [ln for ln in ptx.splitlines() if not ln.lstrip().startswith("//")
                and (".f64" in ln or "%fd" in ln)]
         assert not bad, (s.label, bad[:3])
+
+
+def _bf16_to_f32(b):
+    return (b.astype(np.uint32) << 16).view(np.float32)
+
+
+def _f32_to_bf16(v):
+    """Round to nearest even (NaN stays NaN)."""
+    b = np.asarray(v, np.float32).view(np.uint32).astype(np.uint64)
+    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(v), np.uint16(0x7FC0), r)
+
+
+@pytest.mark.parametrize("name", sorted(NUMPY))
+def test_bf16_all_inputs(name, cpu_device):
+    """Every bf16 bit pattern (bf16 arrays are u16 on the host): bf16 in gives bf16 out,
+    computed in f32 and rounded once."""
+    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    out = np.zeros_like(x)
+    _kernel(name, bf16)[(len(x) + 255) // 256, 256](out, x, len(x))
+    xf = _bf16_to_f32(x)
+    with np.errstate(all="ignore"):
+        cr = _f32_to_bf16(NUMPY[name](xf.astype(np.float64)).astype(np.float32))
+    got, want = _bf16_to_f32(out), _bf16_to_f32(cr)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    d = ulp_distance(got, want)        # f32 distance between bf16 values: 2^16 per bf16 ulp
+    assert d.max() <= 1 << 16 and np.mean(d == 0) > 0.99

@@ -40,6 +40,8 @@ _RESULT: dict = {}
 
 def result_type(name: str, t: T.ScalarType) -> T.ScalarType:
     """numpy's ufunc output dtype for an input of type t (cached)."""
+    if t == T.bf16:              # numpy has no bf16 (its host dtype is u16): as ml_dtypes, bf16
+        return t                 # in gives bf16 out, computed in f32 like f16
     key = (name, t.name)
     got = _RESULT.get(key)
     if got is None:
@@ -53,7 +55,7 @@ def result_type(name: str, t: T.ScalarType) -> T.ScalarType:
 def _operand(cx, name, x):
     t = scalar_arg(cx, x, f"pyptx.math.{name}()'s argument")
     rt = result_type(name, t)
-    compute = T.f32 if rt == T.f16 else rt
+    compute = T.f32 if rt in (T.f16, T.bf16) else rt
     return arith.convert(cx, x, compute), compute, rt
 
 

@@ -1,8 +1,8 @@
 """`pyptx.math`'s Numba-parity names: one table row each, lowered through the intrinsic registry.
 
 Unary and binary functions inline `pyptx.mathlib_numba.<name>_<f32|f64>` (`fmod` inlines
-`pyptx.mathlib.fmod_*`); f16 is computed in f32 and rounded once, integers compute in f64 (as
-Python's / Numba's `math` module returns floats).  `isnan/isinf/isfinite` are compares.
+`pyptx.mathlib.fmod_*`); f16 and bf16 are computed in f32 and rounded once, integers compute in
+f64 (as Python's / Numba's `math` module returns floats).  `isnan/isinf/isfinite` are compares.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ PREDICATES = ("isnan", "isinf", "isfinite")
 
 def _compute_type(t: T.ScalarType) -> T.ScalarType:
     if t.is_float:
-        return T.f32 if t == T.f16 else t
+        return T.f32 if t in (T.f16, T.bf16) else t
     return T.f64
 
 
@@ -35,7 +35,7 @@ def _lower_lib(cx, name, args, kwargs):
             scalar_arg(cx, a, f"pyptx.math.{name}()'s argument {k + 1}")
         t, _ = arith.promote_many(cx, list(args), name)
     ct = _compute_type(t)
-    rt = t if t == T.f16 else ct
+    rt = t if t in (T.f16, T.bf16) else ct
     from .. import mathlib, mathlib_numba
     from .calls import inline
     key = f"{name}_{ct.name}"
