@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections import Counter
 
 import pytest
@@ -422,18 +421,3 @@ def k(out: i32[:], n: i32):
 def test_module_constants_and_closure_constants():
     fn = lower("def k(out: i32[:]):\n    out[0] = SCALE * 2\n")
     assert stores(fn)[0].operands[1].value == 6
-
-
-def test_lowering_is_fast():
-    mod = load_module(HEAD + """
-def saxpy(out: f32[:], x: f32[:], y: f32[:], a: f32, n: i32):
-    i = block_idx.x * block_dim.x + thread_idx.x
-    if i < n:
-        out[i] = a * x[i] + y[i]
-""")
-    types = resolve_param_types(mod.saxpy)
-    lower_kernel(mod.saxpy, types, {})
-    t0 = time.perf_counter()
-    for _ in range(50):
-        lower_kernel(mod.saxpy, types, {})
-    assert (time.perf_counter() - t0) / 50 < 1e-3

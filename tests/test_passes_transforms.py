@@ -1,6 +1,5 @@
 """Hand-built before/after checks for DCE, CFG simplification, CSE, LICM, FMA, addressing,
-plus a numeric check of FMA contraction and the pipeline's speed."""
-import time
+plus a numeric check of FMA contraction (pipeline speed: benchmarks/bench_stages.py)."""
 from fractions import Fraction
 
 import numpy as np
@@ -241,7 +240,7 @@ def test_addressing_folds_constant_offsets():
     assert run_function(orig, params, mem) == run_function(fn, params, mem)
 
 
-def test_pipeline_levels_and_speed():
+def test_pipeline_levels():
     fn = parse_function(LOOP)
     run_pipeline(fn, 0, False)
     assert print_function(fn) == print_function(parse_function(LOOP))
@@ -251,11 +250,8 @@ def test_pipeline_levels_and_speed():
     assert "sreg" in _ops(_blk(fn1, "body"))          # no LICM at -O1
     texts = [LOOP, FMA_TEXT] * 10
     fns = [parse_function(t) for t in texts]
-    t0 = time.perf_counter()
     for f in fns:
         run_pipeline(f, 2, True)
-    per_fn = (time.perf_counter() - t0) / len(fns)
-    assert per_fn < 0.005, per_fn
     for f in fns:
         verify(f)
 
