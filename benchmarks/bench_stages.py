@@ -10,7 +10,7 @@ Prints (no pass/fail, timings on a shared machine are noisy):
   * host-side cost of one CPU launch (bind + check + flatten) with the executor replaced by a
     no-op, so only pyptx's own launch path is measured (there is no peer for this without a GPU:
     see bench_launch.py for the GPU comparison).
-Medians of `--repeat` runs after one warm-up.
+Stage times: medians of `--repeat` runs after one warm-up; per-call costs: best of 5 rounds.
 """
 from __future__ import annotations
 
@@ -79,16 +79,24 @@ def numba_ms(name: str, repeat: int) -> float | None:
                                                cc=(9, 0)), max(3, repeat // 3))
 
 
-def cache_hit_us(py_func, n: int = 20000) -> float:
+def _best_us(fn, n: int, rounds: int = 5) -> float:
+    """Best of `rounds` averages of `n` calls: the least disturbed by other load."""
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / n * 1e6)
+    return best
+
+
+def cache_hit_us(py_func, n: int = 4000) -> float:
     k = pyptx.kernel(py_func)
     pyptx.compile(k, arch=ARCH)
-    t0 = time.perf_counter()
-    for _ in range(n):
-        pyptx.compile(k, arch=ARCH)
-    return (time.perf_counter() - t0) / n * 1e6
+    return _best_us(lambda: pyptx.compile(k, arch=ARCH), n)
 
 
-def launch_host_us(py_func, n: int = 5000) -> float | None:
+def launch_host_us(py_func, n: int = 2000) -> float | None:
     """Per-launch host cost on the CPU device with the executor replaced by a no-op."""
     from pyptx.runtime import launch as L
     if not hasattr(L, "_cpu_entry"):
@@ -101,10 +109,7 @@ def launch_host_us(py_func, n: int = 5000) -> float | None:
         x, y = (rng.standard_normal(1000).astype(np.float32) for _ in range(2))
         out = np.full(1000, np.nan, np.float32)
         k[4, 256](out, x, y, np.float32(2.0), 1000)
-        t0 = time.perf_counter()
-        for _ in range(n):
-            k[4, 256](out, x, y, np.float32(2.0), 1000)
-        return (time.perf_counter() - t0) / n * 1e6
+        return _best_us(lambda: k[4, 256](out, x, y, np.float32(2.0), 1000), n)
     finally:
         L._cpu_entry[:] = []
         if hasattr(L, "invalidate_plans"):

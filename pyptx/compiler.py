@@ -5,17 +5,16 @@ cache (on each `Kernel` object) and the on-disk cache, and nothing about how cod
 """
 from __future__ import annotations
 
-import hashlib
 import inspect
-import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import diskcache
 from . import types as T
+from .cachekey import current, dependencies
 from .errors import CompileError, PyptxError
 from .kernel import DeviceFunction, Kernel
 from .frontend.signature import ArgSpec  # noqa: F401  (re-exported: pyptx.ArgSpec)
@@ -171,101 +170,32 @@ def check_arch(arch: str) -> str:
 
 # ---- the disk cache ----------------------------------------------------------------------------
 
-_self_hash: list = []
-
-
-def _compiler_hash() -> str:
-    """Hash of pyptx's own sources, so a changed compiler never reads stale cache entries."""
-    if not _self_hash:
-        h = hashlib.sha256()
-        root = os.path.dirname(__file__)
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames.sort()
-            for fn in sorted(filenames):
-                if fn.endswith((".py", ".lark")):
-                    with open(os.path.join(dirpath, fn), "rb") as f:
-                        h.update(fn.encode() + f.read())
-        _self_hash.append(h.hexdigest()[:16])
-    return _self_hash[0]
-
-
-def _dependencies(py_func, seen=None) -> list[str]:
-    """Source of the function and of every device function / module constant it may use."""
-    seen = seen if seen is not None else set()
-    if id(py_func) in seen:
-        return []
-    seen.add(id(py_func))
-    try:
-        src = inspect.getsource(py_func)
-    except (OSError, TypeError):
-        src = repr(py_func.__code__.co_code)
-    out = [src]
-    g = py_func.__globals__
-    codes = [py_func.__code__]
-    names: list[str] = []
-    while codes:
-        c = codes.pop()
-        names.extend(c.co_names)
-        codes.extend(k for k in c.co_consts if inspect.iscode(k))
-    for n in sorted(set(names)):
-        v = g.get(n)
-        if isinstance(v, DeviceFunction):
-            out.extend(_dependencies(v.py_func, seen))
-        elif isinstance(v, (bool, int, float)):
-            out.append(f"{n}={v!r}")
-        elif inspect.ismodule(v) and not v.__name__.startswith("pyptx"):
-            for attr in sorted(set(names)):
-                w = getattr(v, attr, None)
-                if isinstance(w, DeviceFunction):
-                    out.extend(_dependencies(w.py_func, seen))
-                elif isinstance(w, (bool, int, float)) and not isinstance(w, type):
-                    out.append(f"{v.__name__}.{attr}={w!r}")
-    return out
-
-
-def _cache_dir() -> str | None:
-    if os.environ.get("PYPTX_NO_CACHE", "") not in ("", "0"):
+def _disk_key(k: Kernel, types, constexprs, arch, opt_level, fma, deps) -> str | None:
+    """The disk key, or None when the kernel's source cannot be read (nothing to cache)."""
+    from .cachekey import render
+    text = render(deps)
+    if text is None:
         return None
-    return os.environ.get("PYPTX_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "pyptx")
+    return diskcache.key((k.name, arch, str(opt_level), str(fma),
+                          repr(sorted((n, repr(t)) for n, t in types.items())),
+                          repr(sorted((n, type(v).__name__, repr(v))
+                                      for n, v in constexprs.items())),
+                          text))
 
 
-def _disk_key(py_func, types, constexprs, arch, opt_level, fma, name) -> str:
-    h = hashlib.sha256()
-    for part in (_compiler_hash(), name, arch, str(opt_level), str(fma),
-                 repr(sorted((k, repr(v)) for k, v in types.items())),
-                 repr(sorted((k, repr(v)) for k, v in constexprs.items())),
-                 *_dependencies(py_func)):
-        h.update(part.encode())
-        h.update(b"\0")
-    return h.hexdigest()
+def _from_content(d: dict) -> CompiledKernel:
+    return CompiledKernel(
+        ptx=d["ptx"], name=d["name"], arch=d["arch"], version=d["version"],
+        params=[KernelParam(*p) for p in d["params"]],
+        signature=[ArgSpec(a[0], a[1], T.scalar(a[2]), a[3], a[4]) for a in d["signature"]],
+        _ir_text=d["ir"])
 
 
-def _disk_load(path: str) -> CompiledKernel | None:
-    try:
-        with open(path, encoding="utf-8") as f:
-            d = json.load(f)
-        return CompiledKernel(
-            ptx=d["ptx"], name=d["name"], arch=d["arch"], version=d["version"],
-            params=[KernelParam(*p) for p in d["params"]],
-            signature=[ArgSpec(a[0], a[1], T.scalar(a[2]), a[3], a[4]) for a in d["signature"]],
-            _ir_text=d["ir"])
-    except Exception:  # noqa: BLE001 - a missing or corrupt entry is simply a miss
-        return None
-
-
-def _disk_store(path: str, ck: CompiledKernel) -> None:
-    d = dict(ptx=ck.ptx, name=ck.name, arch=ck.arch, version=ck.version, ir=ck.ir,
-             params=[[p.name, p.ptx_type] for p in ck.params],
-             signature=[[a.name, a.kind, a.dtype.name, a.ndim, a.writable] for a in ck.signature])
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(d, f)
-        os.replace(tmp, path)      # atomic: readers see the old entry or the new one
-    except OSError:
-        pass                       # an unwritable cache is not an error
+def _content(ck: CompiledKernel) -> dict:
+    return dict(ptx=ck.ptx, name=ck.name, arch=ck.arch, version=ck.version, ir=ck.ir,
+                params=[[p.name, p.ptx_type] for p in ck.params],
+                signature=[[a.name, a.kind, a.dtype.name, a.ndim, a.writable]
+                           for a in ck.signature])
 
 
 # ---- compile -----------------------------------------------------------------------------------
@@ -350,18 +280,30 @@ def compile_kernel(k: Kernel, *, arch=None, constexprs=None, signature=None, opt
     types = resolve_param_types(k.py_func, signature if signature is not None else k.signature,
                                 arg_types)
     cx = _split_constexprs(types, {**k.constexprs, **(constexprs or {})}, k.py_func)
+    memo = k._deps
+    if memo is not None and current(memo[1]):
+        deps = memo[0]
+    else:
+        deps, watch = dependencies(k.py_func)
+        k._deps = (deps, watch)
     mkey = (arch, opt_level, fma, tuple((n, repr(t)) for n, t in types.items()),
-            tuple(sorted((n, type(v).__name__, v) for n, v in cx.items())))
+            tuple(sorted((n, type(v).__name__, repr(v)) for n, v in cx.items())), deps)
     hit = k._cache.get(mkey)
     if hit is not None:
         return hit
-    cdir = _cache_dir()
-    path = None
+    cdir = diskcache.cache_dir()
+    path = key = None
     ck = None
     if cdir:
-        key = _disk_key(k.py_func, types, cx, arch, opt_level, fma, k.name)
-        path = os.path.join(cdir, key[:2], key + ".json")
-        ck = _disk_load(path)
+        key = _disk_key(k, types, cx, arch, opt_level, fma, deps)
+    if key is not None:
+        path = diskcache.path_of(cdir, key)
+        content = diskcache.load(path, key)
+        if content is not None:
+            try:
+                ck = _from_content(content)
+            except Exception:  # noqa: BLE001 - an entry this version cannot read: a miss
+                ck = None
     if ck is None:
         try:
             ck = compile_uncached(k.py_func, types, cx, arch, opt_level, fma, k.name)
@@ -371,7 +313,7 @@ def compile_kernel(k: Kernel, *, arch=None, constexprs=None, signature=None, opt
             raise CompileError("the kernel is too deeply nested to compile; split it into "
                                "device functions", **_where(k.py_func)) from None
         if path:
-            _disk_store(path, ck)
+            diskcache.store(path, key, _content(ck))
     k._cache[mkey] = ck
     return ck
 

@@ -37,7 +37,8 @@ class Kernel:
         self.opt_level = opt_level
         self.constexprs = dict(constexprs or {})
         self.signature = signature
-        self._cache: dict = {}          # (arch, types, constexprs, opts) -> CompiledKernel
+        self._cache: dict = {}          # (arch, types, constexprs, opts, deps) -> CompiledKernel
+        self._deps = None               # (deps, watch) of the last compile (pyptx/cachekey.py)
         functools.update_wrapper(self, py_func)
 
     def specialize(self, **constexprs) -> "Kernel":

@@ -133,7 +133,7 @@ def test_disk_cache_hit_and_corrupt_entry(mod, tmp_path, monkeypatch):
     files = glob.glob(os.path.join(str(tmp_path), "*", "*.json"))
     assert len(files) == 1
     entry = json.load(open(files[0]))
-    assert entry["ptx"] == first.ptx
+    assert entry["content"]["ptx"] == first.ptx
     # a hit does not run the pipeline
     calls = []
     monkeypatch.setattr(compiler, "compile_uncached",
@@ -148,7 +148,7 @@ def test_disk_cache_hit_and_corrupt_entry(mod, tmp_path, monkeypatch):
         f.write("{not json")
     again = pyptx.compile(mod.saxpy.py_func, arch="sm_86")
     assert again.ptx == first.ptx
-    assert json.load(open(files[0]))["ptx"] == first.ptx
+    assert json.load(open(files[0]))["content"]["ptx"] == first.ptx
 
 
 def test_no_cache_env_writes_nothing(mod, tmp_path, monkeypatch):

@@ -255,13 +255,13 @@ class Lowerer:
     def global_value(self, name: str):
         sc = self.scope
         g = sc.globals
-        if name in g:
+        if name in sc.closure:           # a free variable: Python reads the cell, not a global
+            v = sc.closure[name]
+            self.cacheable = False
+        elif name in g:
             v = g[name]
             if self.deps is not None:
                 self.deps.append(("g", g, name, v))
-        elif name in sc.closure:
-            v = sc.closure[name]
-            self.cacheable = False
         elif hasattr(builtins, name):
             v = getattr(builtins, name)
             if self.deps is not None:
@@ -275,6 +275,8 @@ class Lowerer:
         from .calls import is_allowed_object
         if isinstance(v, PY_SCALARS) or v is None or isinstance(v, str):
             return v
+        if isinstance(v, tuple):         # a module-level tuple of constants, like Numba's
+            return tuple(self.compile_time(x, name) for x in v)
         if isinstance(v, np.generic):
             try:
                 return make_const(v.item(), T.from_dtype(v.dtype))

@@ -2,6 +2,8 @@
 
 Parsing is the slow part of a compile, so the result is cached per code object: recompiling a
 kernel with new constexprs, or inlining the same device function a hundred times, parses once.
+The cache is keyed by the code object's *identity*: code objects compare equal when their
+bodies are identical, whatever file they come from and whatever their annotations say.
 """
 from __future__ import annotations
 
@@ -109,13 +111,13 @@ def _has_jumps(stmts) -> bool:
     return False
 
 
-_CACHE: dict = {}
+_CACHE: dict = {}                 # id(code) -> (code, Source); the code held so its id stays unique
 
 
 def get_source(py_func) -> Source:
-    """The cached `Source` of a function (keyed by its code object)."""
+    """The cached `Source` of a function (keyed by its code object's identity)."""
     code = py_func.__code__
-    src = _CACHE.get(code)
-    if src is None:
-        src = _CACHE[code] = Source(py_func)
-    return src
+    got = _CACHE.get(id(code))
+    if got is None or got[0] is not code:
+        got = _CACHE[id(code)] = (code, Source(py_func))
+    return got[1]

@@ -1,0 +1,189 @@
+"""What a compiled kernel depends on, as a cache key (for the in-memory and the disk cache).
+
+A cache may only answer when the kernel it returns is the one compiling now would produce, so the
+key holds everything the frontend reads from outside the kernel's parameters: the function itself
+(its source text, file and first line: line comments and MemoryFault lines point there), its
+closure cells, the module globals its code names, and, recursively, the same for every
+`@pyptx.func` it can reach (through a global, a closure cell or a module attribute) with that
+function's annotations and defaults.  Values are keyed by type and exact value (numpy scalars by
+dtype and bytes, so `np.float32(1.5)` differs from `1.5` and `-0.0` from `0.0`), tuples element
+by element.  pyptx's own objects and functions are keyed by name: the compiler hash (the sources
+of pyptx) covers what they do.  Objects a kernel cannot use at all are keyed by their type only:
+compiling with them fails, and failures are never cached.
+
+`dependencies(py_func)` returns the in-memory form (a hashable tuple that holds function objects
+by identity; names per code object are computed once) and a *watch*: every global, module
+attribute and closure cell that was looked at, with the object found there.  `current(watch)`
+(a few dict lookups and identity tests) says whether all still hold the same objects; while they
+do, the key cannot have changed, so a Kernel's repeated compiles and launches skip the walk.
+`render(deps)` turns the key into the text the disk key hashes, with each function replaced by
+its file, first line and source.
+"""
+from __future__ import annotations
+
+import ast
+import types as pytypes
+
+import numpy as np
+
+from . import types as T
+from .kernel import DeviceFunction, Kernel
+
+_NAMES: dict = {}                 # id(code) -> (code, global names, attribute names)
+_MISSING = object()
+_MAX_DEPTH = 8                    # tuples / modules nested deeper are keyed by type only
+
+
+def _names(py_func) -> tuple:
+    """(global names, attribute names) the function's source mentions, computed once per code
+    object.  From the AST rather than the bytecode: a local's annotation (`v: T = ...`) is read
+    by the frontend but never compiled by Python."""
+    code = py_func.__code__
+    got = _NAMES.get(id(code))
+    if got is None or got[0] is not code:
+        from .errors import CompileError
+        from .frontend.source import get_source
+        try:
+            src = get_source(py_func)
+        except CompileError:                 # no source: the compile fails, the key is moot
+            got = (code, code.co_names, code.co_names)
+        else:
+            glob, attrs = set(), set()
+            for node in ast.walk(src.fn_node):
+                if isinstance(node, ast.Name) and node.id not in src.local_names:
+                    glob.add(node.id)
+                elif isinstance(node, ast.Attribute):
+                    attrs.add(node.attr)
+            got = (code, tuple(sorted(glob)), tuple(sorted(attrs)))
+        _NAMES[id(code)] = got
+    return got[1], got[2]
+
+
+def _is_pyptx(module_name) -> bool:
+    return isinstance(module_name, str) and (module_name == "pyptx"
+                                             or module_name.startswith("pyptx."))
+
+
+def dependencies(py_func) -> tuple:
+    """(key, watch): everything outside its parameters that compiling `py_func` reads, as a
+    hashable tuple, and the places it was read from (for `current`)."""
+    watch = ([], [], [])                    # (dict, name, object), (obj, attr, object), (cell, object)
+    key = _function_key(py_func, {}, 0, watch)
+    return key, (tuple(watch[0]), tuple(watch[1]), tuple(watch[2]))
+
+
+def current(watch) -> bool:
+    """Whether every place in `watch` still holds the identical object."""
+    for d, n, v in watch[0]:
+        if d.get(n, _MISSING) is not v:
+            return False
+    for o, n, v in watch[1]:
+        if getattr(o, n, _MISSING) is not v:
+            return False
+    for c, v in watch[2]:
+        try:
+            if c.cell_contents is not v:
+                return False
+        except ValueError:
+            if v is not _MISSING:
+                return False
+    return True
+
+
+def _function_key(py_func, seen: dict, depth: int, watch) -> tuple:
+    if py_func in seen:
+        return ("recursive", py_func)
+    seen[py_func] = True
+    code = py_func.__code__
+    glob, attrs = _names(py_func)
+    parts: list = [py_func]
+    cells = py_func.__closure__
+    if cells:
+        for n, cell in zip(code.co_freevars, cells):
+            try:
+                v = cell.cell_contents
+            except ValueError:                          # an unassigned cell
+                v = _MISSING
+            watch[2].append((cell, v))
+            parts.append(("cell", n, _value_key(v, attrs, seen, depth, watch)))
+    g = py_func.__globals__
+    free = code.co_freevars
+    for n in glob:
+        if n in free:
+            continue
+        v = g.get(n, _MISSING)
+        watch[0].append((g, n, v))
+        if v is not _MISSING:
+            parts.append((n, _value_key(v, attrs, seen, depth, watch)))
+    return tuple(parts)
+
+
+def _value_key(v, attrs: tuple, seen: dict, depth: int, watch):
+    t = type(v)
+    if t in (bool, int, float, complex, str) or v is None:
+        return (t.__name__, repr(v))
+    if v is _MISSING:
+        return ("unassigned",)
+    if isinstance(v, np.generic):
+        return ("np", v.dtype.str, v.tobytes())
+    if depth >= _MAX_DEPTH:
+        return ("object", t.__module__, t.__qualname__)
+    if isinstance(v, tuple):
+        return ("tuple",) + tuple(_value_key(x, attrs, seen, depth + 1, watch) for x in v)
+    if isinstance(v, DeviceFunction):
+        f = v.py_func
+        if _is_pyptx(getattr(f, "__module__", None)):
+            return ("pyptx func", f.__module__, f.__qualname__)
+        ann = getattr(f, "__annotations__", None) or {}
+        return ("func", v.inline,
+                tuple((k, _value_key(a, attrs, seen, depth + 1, watch)) for k, a in ann.items()),
+                tuple(_value_key(d, attrs, seen, depth + 1, watch) for d in (f.__defaults__ or ())),
+                _function_key(f, seen, depth + 1, watch))
+    if isinstance(v, pytypes.ModuleType):
+        if _is_pyptx(v.__name__) or v in seen:
+            return ("module", v.__name__)
+        seen[v] = True
+        attrs = []
+        found = []
+        for a in attrs:
+            w = getattr(v, a, _MISSING)
+            watch[1].append((v, a, w))
+            if w is not _MISSING:
+                found.append((a, _value_key(w, attrs, seen, depth + 1, watch)))
+        return ("module", v.__name__, tuple(found))
+    if isinstance(v, (T.ScalarType, T.ArrayType)) or v is T.constexpr or \
+            _is_pyptx(t.__module__):
+        return ("pyptx", t.__qualname__, repr(v))
+    if isinstance(v, Kernel):
+        return ("kernel", v.name)
+    if isinstance(v, (type, pytypes.FunctionType, pytypes.BuiltinFunctionType)):
+        return ("callable", getattr(v, "__module__", None), getattr(v, "__qualname__", None))
+    return ("object", t.__module__, t.__qualname__)
+
+
+def render(deps) -> str | None:
+    """The text the disk key hashes: functions as file, first line and source text; None when a
+    function's source cannot be read (such a kernel does not compile, nothing to cache)."""
+    from .errors import CompileError
+    from .frontend.source import get_source
+    out: list = []
+
+    def walk(x):
+        if isinstance(x, tuple):
+            out.append("(")
+            for y in x:
+                walk(y)
+                out.append(",")
+            out.append(")")
+        elif isinstance(x, pytypes.FunctionType):
+            src = get_source(x)
+            out.append(f"<def {src.filename}:{src.first_line}\n{''.join(src.lines)}>")
+        elif isinstance(x, bytes):
+            out.append(x.hex())
+        else:
+            out.append(repr(x))
+    try:
+        walk(deps)
+    except CompileError:
+        return None
+    return "".join(out)

@@ -1,0 +1,82 @@
+"""The on-disk cache of compiled kernels (`$PYPTX_CACHE_DIR`, default `~/.cache/pyptx`).
+
+One JSON file per key.  The key hashes pyptx's own sources and Python's version, the kernel's
+name, arch, options, parameter types, constexpr values and everything the kernel reads
+(`cachekey.render`).  An entry stores its key and a checksum of its content; an entry that
+cannot be read or whose key or checksum does not match is a miss (and is then overwritten), never an error and never a wrong kernel.
+`PYPTX_NO_CACHE=1` turns the cache off.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+
+_self_hash: list = []
+
+
+def compiler_hash() -> str:
+    """Hash of pyptx's own sources, so a changed compiler never reads stale cache entries."""
+    if not _self_hash:
+        h = hashlib.sha256(sys.version.encode())
+        root = os.path.dirname(__file__)
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            for fn in sorted(filenames):
+                if fn.endswith((".py", ".lark")):
+                    with open(os.path.join(dirpath, fn), "rb") as f:
+                        h.update(fn.encode() + f.read())
+        _self_hash.append(h.hexdigest()[:16])
+    return _self_hash[0]
+
+
+def cache_dir() -> str | None:
+    if os.environ.get("PYPTX_NO_CACHE", "") not in ("", "0"):
+        return None
+    return os.environ.get("PYPTX_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "pyptx")
+
+
+def key(parts) -> str:
+    h = hashlib.sha256()
+    for part in (compiler_hash(), *parts):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def path_of(cdir: str, k: str) -> str:
+    return os.path.join(cdir, k[:2], k + ".json")
+
+
+def _checksum(content: dict) -> str:
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def load(path: str, k: str) -> dict | None:
+    """The stored content for key `k`, or None for anything but an intact entry of that key."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+        content = d["content"]
+        if d["key"] != k or d["checksum"] != _checksum(content):
+            return None
+        return content
+    except Exception:  # noqa: BLE001 - a missing, unreadable or damaged entry is simply a miss
+        return None
+
+
+def store(path: str, k: str, content: dict) -> None:
+    d = dict(key=k, checksum=_checksum(content), content=content)
+    tmp = None
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(d, f)
+        os.replace(tmp, path)      # atomic: readers see the old entry or the new one
+    except OSError:                # an unwritable cache is not an error
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
