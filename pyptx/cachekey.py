@@ -1,4 +1,4 @@
-"""What a compiled kernel depends on, as a cache key (for the in-memory and the disk cache).
+"""What a compiled kernel depends on, as the disk cache's key.
 
 A cache may only answer when the kernel it returns is the one compiling now would produce, so the
 key holds everything the frontend reads from outside the kernel's parameters: the function itself
@@ -11,13 +11,14 @@ by element.  pyptx's own objects and functions are keyed by name: the compiler h
 of pyptx) covers what they do.  Objects a kernel cannot use at all are keyed by their type only:
 compiling with them fails, and failures are never cached.
 
-`dependencies(py_func)` returns the in-memory form (a hashable tuple that holds function objects
-by identity; names per code object are computed once) and a *watch*: every global, module
-attribute and closure cell that was looked at, with the object found there.  `current(watch)`
-(a few dict lookups and identity tests) says whether all still hold the same objects; while they
-do, the key cannot have changed, so a Kernel's repeated compiles and launches skip the walk.
-`render(deps)` turns the key into the text the disk key hashes, with each function replaced by
-its file, first line and source.
+`dependencies(py_func)` is the key as a hashable tuple (functions held by identity; the names
+each code object reads are computed once); `render(deps)` turns it into the text the disk key
+hashes, with each function replaced by its file, first line and source.
+
+A `Kernel`'s own in-memory cache is keyed by types, constexprs, arch and options only: as in
+Numba, the module constants a kernel reads are frozen at its compile, so rebinding one later
+does not change that Kernel object's compiled code.  A new Kernel (a re-imported module, another
+closure, `pyptx.kernel(f)` again) starts with an empty cache and goes through the disk key.
 """
 from __future__ import annotations
 
@@ -65,32 +66,11 @@ def _is_pyptx(module_name) -> bool:
 
 
 def dependencies(py_func) -> tuple:
-    """(key, watch): everything outside its parameters that compiling `py_func` reads, as a
-    hashable tuple, and the places it was read from (for `current`)."""
-    watch = ([], [], [])                    # (dict, name, object), (obj, attr, object), (cell, object)
-    key = _function_key(py_func, {}, 0, watch)
-    return key, (tuple(watch[0]), tuple(watch[1]), tuple(watch[2]))
+    """Everything outside its parameters that compiling `py_func` reads, as a hashable tuple."""
+    return _function_key(py_func, {}, 0)
 
 
-def current(watch) -> bool:
-    """Whether every place in `watch` still holds the identical object."""
-    for d, n, v in watch[0]:
-        if d.get(n, _MISSING) is not v:
-            return False
-    for o, n, v in watch[1]:
-        if getattr(o, n, _MISSING) is not v:
-            return False
-    for c, v in watch[2]:
-        try:
-            if c.cell_contents is not v:
-                return False
-        except ValueError:
-            if v is not _MISSING:
-                return False
-    return True
-
-
-def _function_key(py_func, seen: dict, depth: int, watch) -> tuple:
+def _function_key(py_func, seen: dict, depth: int) -> tuple:
     if py_func in seen:
         return ("recursive", py_func)
     seen[py_func] = True
@@ -104,21 +84,19 @@ def _function_key(py_func, seen: dict, depth: int, watch) -> tuple:
                 v = cell.cell_contents
             except ValueError:                          # an unassigned cell
                 v = _MISSING
-            watch[2].append((cell, v))
-            parts.append(("cell", n, _value_key(v, attrs, seen, depth, watch)))
+            parts.append(("cell", n, _value_key(v, attrs, seen, depth)))
     g = py_func.__globals__
     free = code.co_freevars
     for n in glob:
         if n in free:
             continue
         v = g.get(n, _MISSING)
-        watch[0].append((g, n, v))
         if v is not _MISSING:
-            parts.append((n, _value_key(v, attrs, seen, depth, watch)))
+            parts.append((n, _value_key(v, attrs, seen, depth)))
     return tuple(parts)
 
 
-def _value_key(v, attrs: tuple, seen: dict, depth: int, watch):
+def _value_key(v, attrs: tuple, seen: dict, depth: int):
     t = type(v)
     if t in (bool, int, float, complex, str) or v is None:
         return (t.__name__, repr(v))
@@ -129,16 +107,16 @@ def _value_key(v, attrs: tuple, seen: dict, depth: int, watch):
     if depth >= _MAX_DEPTH:
         return ("object", t.__module__, t.__qualname__)
     if isinstance(v, tuple):
-        return ("tuple",) + tuple(_value_key(x, attrs, seen, depth + 1, watch) for x in v)
+        return ("tuple",) + tuple(_value_key(x, attrs, seen, depth + 1) for x in v)
     if isinstance(v, DeviceFunction):
         f = v.py_func
         if _is_pyptx(getattr(f, "__module__", None)):
             return ("pyptx func", f.__module__, f.__qualname__)
         ann = getattr(f, "__annotations__", None) or {}
         return ("func", v.inline,
-                tuple((k, _value_key(a, attrs, seen, depth + 1, watch)) for k, a in ann.items()),
-                tuple(_value_key(d, attrs, seen, depth + 1, watch) for d in (f.__defaults__ or ())),
-                _function_key(f, seen, depth + 1, watch))
+                tuple((k, _value_key(a, attrs, seen, depth + 1)) for k, a in ann.items()),
+                tuple(_value_key(d, attrs, seen, depth + 1) for d in (f.__defaults__ or ())),
+                _function_key(f, seen, depth + 1))
     if isinstance(v, pytypes.ModuleType):
         if _is_pyptx(v.__name__) or v in seen:
             return ("module", v.__name__)
@@ -147,9 +125,8 @@ def _value_key(v, attrs: tuple, seen: dict, depth: int, watch):
         found = []
         for a in attrs:
             w = getattr(v, a, _MISSING)
-            watch[1].append((v, a, w))
             if w is not _MISSING:
-                found.append((a, _value_key(w, attrs, seen, depth + 1, watch)))
+                found.append((a, _value_key(w, attrs, seen, depth + 1)))
         return ("module", v.__name__, tuple(found))
     if isinstance(v, (T.ScalarType, T.ArrayType)) or v is T.constexpr or \
             _is_pyptx(t.__module__):

@@ -14,9 +14,10 @@ import numpy as np
 
 from . import diskcache
 from . import types as T
-from .cachekey import current, dependencies
+from .cachekey import dependencies
 from .errors import CompileError, PyptxError
 from .kernel import DeviceFunction, Kernel
+from .frontend.describe import annotation_text, shown
 from .frontend.signature import ArgSpec  # noqa: F401  (re-exported: pyptx.ArgSpec)
 from .ptx import KernelParam  # noqa: F401  (the backend's record, re-exported as pyptx.KernelParam)
 
@@ -69,11 +70,13 @@ def _signature_types(signature, names: list[str], where: dict | None = None):
         value = tuple(signature)
     for v in value:
         if not isinstance(v, (T.ScalarType, T.ArrayType)) and v is not T.constexpr:
-            raise CompileError(f"signature entry {v!r} is not a pyptx type; use f32, i32[:], ...",
+            raise CompileError(f"signature entry {annotation_text(v)} is not a pyptx type; use "
+                               f"f32, i32[:], ...",
                                **(where or {}))
     if len(value) != len(names):
         raise CompileError(f"signature has {len(value)} types but the function has "
-                           f"{len(names)} parameters ({', '.join(names)})", **(where or {}))
+                           f"{len(names)} parameters ({', '.join(names)}); give one type per "
+                           f"parameter", **(where or {}))
     return list(value)
 
 
@@ -100,11 +103,14 @@ def resolve_param_types(py_func, signature=None, arg_types: dict | None = None) 
     try:
         params = list(inspect.signature(py_func).parameters.values())
     except (TypeError, ValueError) as e:
-        raise CompileError(f"cannot inspect {py_func!r}: {e}") from None
+        raise CompileError(f"cannot read the parameters of "
+                           f"{getattr(py_func, '__name__', 'this function')}; pass a function "
+                           f"defined with def") from None
     for p in params:
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             raise CompileError(f"kernel parameter '{p.name}' must be a plain positional "
-                               f"parameter (no *args, **kwargs or keyword-only)",
+                               f"parameter (no *args, **kwargs or keyword-only); write "
+                               f"def k(a, b, ...)",
                                **_where(py_func))
     names = [p.name for p in params]
     if signature is not None:
@@ -126,7 +132,8 @@ def resolve_param_types(py_func, signature=None, arg_types: dict | None = None) 
             raise CompileError(f"parameter '{n}' has no type: annotate it (e.g. {n}: f32[:] or "
                                f"{n}: i32) or pass signature=", **_where(py_func))
         if not isinstance(t, (T.ScalarType, T.ArrayType)) and t is not T.constexpr:
-            raise CompileError(f"parameter '{n}' is annotated {t!r}, which is not a pyptx type; "
+            raise CompileError(f"parameter '{n}' is annotated {annotation_text(t)}, which is "
+                               f"not a pyptx type; "
                                f"write f32, i32, f32[:], pyptx.constexpr ...", **_where(py_func))
         out[n] = t
     return out
@@ -210,11 +217,11 @@ def compile_uncached(py_func, types: dict, constexprs: dict, arch: str, opt_leve
         fn = lower_kernel(py_func, types, constexprs, name=name)
     except (PyptxError, RecursionError):
         raise
-    except Exception as e:  # noqa: BLE001 - SPEC §3: only CompileError escapes for bad code
+    except Exception as e:  # noqa: BLE001 - only CompileError escapes for bad code
         raise CompileError(
-            f"pyptx cannot compile {name}: an unsupported construct made the frontend fail "
-            f"({type(e).__name__}: {e}); rewrite it with the statements and intrinsics of "
-            f"SPEC §2 (and please report this message as a missing diagnostic)",
+            f"pyptx cannot compile {name}: it uses a construct the compiler has no diagnostic "
+            f"for yet; rewrite it with the statements and intrinsics of the pyptx language "
+            f"(docs/architecture.md lists them) and please report this message",
             **_where(py_func)) from e
     fn.attrs["fma"] = fma
     fn = run_pipeline(fn, opt_level=opt_level, fma=fma)
@@ -242,27 +249,32 @@ def _split_constexprs(types: dict, given: dict, py_func) -> dict:
             v = given[n]
             if not isinstance(v, (bool, int, float)):
                 raise CompileError(f"constexpr '{n}' must be an int, float or bool, got "
-                                   f"{type(v).__name__}", **_where(py_func))
+                                   f"{type(v).__name__}; pass e.g. {n}=128", **_where(py_func))
             out[n] = v
     unknown = set(given) - set(types)
     if unknown:
-        raise CompileError(f"constexprs names unknown parameter(s) {sorted(unknown)}",
+        raise CompileError(f"constexprs names unknown parameter(s) {sorted(unknown)}; use the "
+                           f"names of the kernel's pyptx.constexpr parameters",
                            **_where(py_func))
     return out
 
 
 def _check_options(opt_level, fma, constexprs, signature, py_func) -> None:
-    """Bad `compile`/decorator options are CompileErrors too (SPEC §3: nothing else escapes)."""
+    """Bad `compile`/decorator options are CompileErrors too (nothing else escapes)."""
     if isinstance(opt_level, bool) or opt_level not in (0, 1, 2):
-        raise CompileError(f"opt_level must be 0, 1 or 2, got {opt_level!r}", **_where(py_func))
+        raise CompileError(f"opt_level must be 0, 1 or 2, got {shown(opt_level)}; pass e.g. "
+                           f"opt_level=2", **_where(py_func))
     if not isinstance(fma, (bool, np.bool_)):
-        raise CompileError(f"fma must be True or False, got {fma!r}", **_where(py_func))
+        raise CompileError(f"fma must be True or False, got {shown(fma)}; pass fma=True or "
+                           f"fma=False", **_where(py_func))
     if constexprs is not None and not hasattr(constexprs, "items"):
         raise CompileError(f"constexprs must be a dict {{name: value}}, got "
-                           f"{type(constexprs).__name__}", **_where(py_func))
+                           f"{type(constexprs).__name__}; pass e.g. constexprs={{'BLOCK': 128}}",
+                           **_where(py_func))
     if signature is not None and not isinstance(signature, (str, tuple, list)):
         raise CompileError(f"signature must be a string like \"f32[:], i32\" or a tuple of "
-                           f"pyptx types, got {type(signature).__name__}",
+                           f"pyptx types, got {type(signature).__name__}; write e.g. "
+                           f"signature=\"f32[:], i32\"",
                            **_where(py_func))
 
 
@@ -270,7 +282,8 @@ def compile_kernel(k: Kernel, *, arch=None, constexprs=None, signature=None, opt
                    fma=None, arg_types: dict | None = None) -> CompiledKernel:
     """Compile a Kernel for given options, through its in-memory cache and the disk cache."""
     if arch is not None and not isinstance(arch, str):
-        raise CompileError(f"arch must be a string like 'sm_80', got {arch!r}",
+        raise CompileError(f"arch must be a string like 'sm_80', got {shown(arch)}; pass "
+                           f"e.g. arch='sm_80'",
                            **_where(k.py_func))
     arch = check_arch(arch or default_arch())
     opt_level = k.opt_level if opt_level is None else opt_level
@@ -280,14 +293,8 @@ def compile_kernel(k: Kernel, *, arch=None, constexprs=None, signature=None, opt
     types = resolve_param_types(k.py_func, signature if signature is not None else k.signature,
                                 arg_types)
     cx = _split_constexprs(types, {**k.constexprs, **(constexprs or {})}, k.py_func)
-    memo = k._deps
-    if memo is not None and current(memo[1]):
-        deps = memo[0]
-    else:
-        deps, watch = dependencies(k.py_func)
-        k._deps = (deps, watch)
     mkey = (arch, opt_level, fma, tuple((n, repr(t)) for n, t in types.items()),
-            tuple(sorted((n, type(v).__name__, repr(v)) for n, v in cx.items())), deps)
+            tuple(sorted((n, type(v).__name__, repr(v)) for n, v in cx.items())))
     hit = k._cache.get(mkey)
     if hit is not None:
         return hit
@@ -295,7 +302,7 @@ def compile_kernel(k: Kernel, *, arch=None, constexprs=None, signature=None, opt
     path = key = None
     ck = None
     if cdir:
-        key = _disk_key(k, types, cx, arch, opt_level, fma, deps)
+        key = _disk_key(k, types, cx, arch, opt_level, fma, dependencies(k.py_func))
     if key is not None:
         path = diskcache.path_of(cdir, key)
         content = diskcache.load(path, key)
@@ -321,7 +328,7 @@ def compile_kernel(k: Kernel, *, arch=None, constexprs=None, signature=None, opt
 def compile(fn, *, arch=None, constexprs=None, signature=None, opt_level=2, fma=True) -> CompiledKernel:  # noqa: A001
     """Compile a `@pyptx.kernel` (or a plain function, compiled as a kernel) to PTX.
 
-    See SPEC §3.  `opt_level` and `fma` given here override the kernel's decorator defaults only
+    `opt_level` and `fma` given here override the kernel's decorator defaults only
     when the caller passes them explicitly through a Kernel created here.
     """
     if isinstance(fn, Kernel):
@@ -333,6 +340,7 @@ def compile(fn, *, arch=None, constexprs=None, signature=None, opt_level=2, fma=
                            f"@pyptx.kernel that calls it", **_where(fn.py_func))
     if not inspect.isfunction(fn):
         raise CompileError(f"pyptx.compile expects a @pyptx.kernel or a Python function, got "
-                           f"{type(fn).__name__}")
+                           f"{type(fn).__name__}; pass the decorated kernel, e.g. "
+                           f"pyptx.compile(my_kernel)")
     return compile_kernel(Kernel(fn, fma=fma, opt_level=opt_level), arch=arch,
                           constexprs=constexprs, signature=signature)

@@ -37,8 +37,7 @@ class Kernel:
         self.opt_level = opt_level
         self.constexprs = dict(constexprs or {})
         self.signature = signature
-        self._cache: dict = {}          # (arch, types, constexprs, opts, deps) -> CompiledKernel
-        self._deps = None               # (deps, watch) of the last compile (pyptx/cachekey.py)
+        self._cache: dict = {}          # (arch, types, constexprs, opts) -> CompiledKernel
         functools.update_wrapper(self, py_func)
 
     def specialize(self, **constexprs) -> "Kernel":

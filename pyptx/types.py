@@ -40,10 +40,15 @@ class ScalarType:
     def __getitem__(self, item) -> "ArrayType":
         """`f32[:]`, `f32[:, :]`, `f32[:, :, :]` -> ArrayType."""
         items = item if isinstance(item, tuple) else (item,)
+        n = self.name
         if not items or not all(isinstance(s, slice) and s == slice(None) for s in items):
-            raise TypeError(f"array annotations are written {self.name}[:], {self.name}[:, :] ...")
+            raise TypeError(f"array annotations are written {n}[:], {n}[:, :] or {n}[:, :, :] "
+                            f"(no sizes or steps: the shape comes from the argument at launch)")
         if len(items) > 3:
-            raise TypeError("arrays have at most 3 dimensions")
+            raise TypeError(f"{n}[{', '.join(':' * len(items))}] has {len(items)} dimensions, "
+                            f"but pyptx arrays have 1 to 3 ({n}[:], {n}[:, :] or {n}[:, :, :]); "
+                            f"pass a reshaped array, e.g. x.reshape(x.shape[0], -1), and its "
+                            f"extra sizes as i32 parameters")
         return ArrayType(self, len(items))
 
     def __call__(self, value=0):

@@ -108,15 +108,20 @@ def test_closure_values_are_in_the_disk_key(tmp_path, disk_cache):
         np.testing.assert_array_equal(out, x * np.float32(c))
 
 
-def test_closure_cell_changes_are_in_the_memory_key(tmp_path, cpu):
+def test_closure_cell_changes_reach_a_new_kernel_not_a_compiled_one(tmp_path, disk_cache):
     mod = import_module(tmp_path, write_module(tmp_path, FACTORY))
     k, set_c = mod.make_mutable(0.75)
     x = rng.standard_normal(64).astype(np.float32)
-    for c in (0.75, -4.5, 0.75):
-        set_c(c)
-        out = poisoned()
-        k[2, 32](out, x)
-        np.testing.assert_array_equal(out, x + np.float32(c))
+    out = poisoned()
+    k[2, 32](out, x)
+    np.testing.assert_array_equal(out, x + np.float32(0.75))
+    set_c(-4.5)
+    out = poisoned()
+    k[2, 32](out, x)                          # compiled: the value it read stays frozen
+    np.testing.assert_array_equal(out, x + np.float32(0.75))
+    out = poisoned()
+    pyptx.kernel(k.py_func)[2, 32](out, x)    # a new Kernel of the same function: -4.5
+    np.testing.assert_array_equal(out, x + np.float32(-4.5))
 
 
 def test_closure_cell_shadows_a_global_of_the_same_name(tmp_path, cpu):
@@ -179,17 +184,25 @@ def _check_shift(mod, x, p0, p1):
     np.testing.assert_array_equal(out, x + np.float32(p0) - np.float32(p1))
 
 
-def test_numpy_scalar_and_tuple_globals_are_in_the_memory_key(tmp_path, cpu):
+def test_numpy_scalar_and_tuple_globals_reach_new_kernels(tmp_path, disk_cache):
+    """The same function object, rebound globals: each new Kernel reads the values of now (the
+    disk key must see them); a Kernel that already compiled keeps the values it read."""
     mod = import_module(tmp_path, write_module(tmp_path, GLOBALS.format(g=1.5, p0=0.5, p1=2)))
     x = rng.standard_normal(64).astype(np.float32)
+    first = mod.scale
+    _check_scale(mod, x, 1.5)
     for check in ("scale", "shift"):
         for g, p0, p1 in SETTINGS:
             mod.G, mod.PAIR = np.float32(g), (np.float32(p0), p1)
+            mod.scale = pyptx.kernel(first.py_func)
+            mod.shift = pyptx.kernel(mod.shift.py_func)
             if check == "scale":
                 _check_scale(mod, x, g)
-                assert pyptx.compile(mod.scale).ptx == pyptx.compile(mod.scale.py_func).ptx
             else:
                 _check_shift(mod, x, p0, p1)
+    out = poisoned()
+    first[2, 32](out, x)
+    np.testing.assert_array_equal(out, x * np.float32(1.5))
 
 
 def test_numpy_scalar_and_tuple_globals_are_in_the_disk_key(tmp_path, disk_cache):

@@ -13,6 +13,7 @@ import numpy as np
 from .. import types as T
 from ..ir.core import Const, Instr
 from .values import PY_SCALARS, is_const, make_const, sample_literal, weak_join
+from .describe import describe  # noqa: F401 - re-exported: arith.describe(v)
 
 _PY_BINOPS = {
     "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
@@ -40,26 +41,13 @@ def type_of(cx, v) -> tuple[T.ScalarType, bool]:
         try:
             return T.literal_type(v), True
         except OverflowError:
-            raise cx.err(f"the integer {v} does not fit in 64 bits") from None
+            raise cx.err(f"the integer {v} does not fit in 64 bits; use a value between "
+                         f"-2**63 and 2**64 - 1") from None
     t = getattr(v, "type", None)
     if isinstance(t, T.ScalarType) and not isinstance(v, type):
         return t, v in cx.b.weak
-    raise cx.err(f"expected a number here, got {describe(v)}")
-
-
-def describe(v) -> str:
-    from .values import ArrayView
-    if isinstance(v, ArrayView):
-        return f"an array ({v.elem.name}, {v.ndim}-d); index it, e.g. a[i]"
-    if isinstance(v, tuple):
-        return "a tuple; unpack it first (a, b = ...)"
-    if isinstance(v, str):
-        return "a string (strings are only allowed in print)"
-    if v is None:
-        return "None"
-    if isinstance(v, T.ScalarType):
-        return f"the type {v.name}; call it to convert, e.g. {v.name}(x)"
-    return f"{type(v).__name__} {v!r}"[:80]
+    from .describe import needs_number
+    raise cx.err(f"expected a number here, got {needs_number(v)}")
 
 
 def convert(cx, v, t: T.ScalarType):
@@ -166,7 +154,8 @@ def binop(cx, op: str, a, b):
         return _float_floordiv(cx, x, y, t, weak) if t.is_float else _int_floordiv(cx, x, y, t, weak)
     if op == "mod":
         return _float_mod(cx, x, y, t, weak) if t.is_float else _int_mod(cx, x, y, t, weak)
-    raise cx.err(f"unsupported operator {op}")
+    raise cx.err(f"the operator '{SYMBOL.get(op, op)}' is not supported in kernels; use "
+                 f"+ - * / // % ** << >> & | ^")
 
 
 def _tuple_op(cx, op, a, b):
@@ -187,13 +176,16 @@ def _fold(cx, op, a, b):
         r = _PY_BINOPS[op](a, b)
     except ZeroDivisionError:
         raise cx.err(f"division by zero in the compile-time expression {a!r} {SYMBOL[op]} "
-                     f"{b!r}") from None
-    except (OverflowError, ValueError, TypeError) as e:
-        raise cx.err(f"cannot compute {a!r} {SYMBOL[op]} {b!r} at compile time ({e})") from None
+                     f"{b!r}; use a non-zero divisor") from None
+    except (OverflowError, ValueError, TypeError):
+        raise cx.err(f"{a!r} {SYMBOL[op]} {b!r} cannot be computed at compile time (the result "
+                     f"is out of range); use smaller values or compute it with f64(...)") from None
     if isinstance(r, complex):
-        raise cx.err(f"{a!r} ** {b!r} is a complex number; kernels compute with real numbers")
+        raise cx.err(f"{a!r} ** {b!r} is a complex number; kernels compute with real numbers: "
+                     f"use a non-negative base")
     if isinstance(r, int) and not -2**63 <= r < 2**64:
-        raise cx.err(f"the compile-time value {a!r} {SYMBOL[op]} {b!r} does not fit in 64 bits")
+        raise cx.err(f"the compile-time value {a!r} {SYMBOL[op]} {b!r} does not fit in 64 bits; "
+                     f"use smaller values or compute it in floating point, e.g. f64({a!r})")
     return r
 
 
@@ -341,7 +333,8 @@ def unary(cx, op: str, v):
         if op == "not":
             return not v
         if op == "invert" and isinstance(v, float):
-            raise cx.err("'~' needs an integer, got a float")
+            raise cx.err("'~' needs an integer, got a float; write an int or convert with "
+                         "i32(x)")
         return {"neg": operator.neg, "pos": operator.pos, "invert": operator.invert}[op](v)
     t, weak = type_of(cx, v)
     if op == "not":
@@ -353,7 +346,8 @@ def unary(cx, op: str, v):
             raise cx.err("unary '-' on a boolean is not supported; use 'not x' or -i32(x)")
         return emit(cx, "neg", [v], t, weak)
     if t.is_float:
-        raise cx.err(f"'~' needs an integer or bool, got {t.name}")
+        raise cx.err(f"'~' needs an integer or bool, got {t.name}; convert with i32(x) or "
+                     f"reinterpret with pyptx.bitcast(x, u32)")
     return emit(cx, "not", [v], t, weak)
 
 

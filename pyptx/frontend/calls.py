@@ -18,6 +18,7 @@ from .. import types as T
 from ..kernel import DeviceFunction, Kernel
 from . import arith, memory, templates
 from .source import get_source
+from .describe import annotation_text
 from .values import PY_SCALARS, ArrayView, is_const
 
 
@@ -57,7 +58,8 @@ def lower_call(cx, node):
         return _cast(cx, callee, args, kwargs)
     if isinstance(callee, memory.BoundView):
         if len(args) != 1 or kwargs:
-            raise cx.err("a.view(dtype) takes one argument, the new element type")
+            raise cx.err("a.view(dtype) takes one argument, the new element type; write "
+                         "a.view(f32)")
         return memory.reinterpret(cx, callee.array, memory.as_dtype(cx, args[0], "view()'s type"))
     if isinstance(callee, DeviceFunction):
         return inline(cx, callee, args, kwargs)
@@ -71,7 +73,8 @@ def lower_call(cx, node):
         name = getattr(callee, "__name__", "?")
         raise cx.err(f"'{name}' is a plain Python function and cannot be called in a kernel; "
                      f"decorate it with @pyptx.func (or use a pyptx intrinsic)")
-    raise cx.err(f"cannot call {arith.describe(callee)} in a kernel")
+    raise cx.err(f"cannot call {arith.describe(callee)} in a kernel; call a @pyptx.func, a "
+                 f"pyptx intrinsic, a builtin such as min/max/abs or a type such as f32(x)")
 
 
 def _hashable(v) -> bool:
@@ -115,7 +118,8 @@ def _signature(df: DeviceFunction):
         for p in sig.parameters.values():
             if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
                 got = (sig, None, f"parameter '{p.name}' of {df.name} must be a plain "
-                                  f"positional parameter (no *args, **kwargs, keyword-only)")
+                                  f"positional parameter (no *args, **kwargs, keyword-only); "
+                                  f"write def {df.name}(a, b, ...)")
                 break
         else:
             anns = {}
@@ -140,8 +144,8 @@ def inline(cx, df: DeviceFunction, args, kwargs):
         raise cx.err(problem)
     try:
         bound = sig.bind(*args, **kwargs)
-    except TypeError as e:
-        raise cx.err(f"bad call of {df.name}: {e}") from None
+    except TypeError:
+        raise cx.err(_bad_call(df, sig, args, kwargs)) from None
     bound.apply_defaults()
     converted = {n: _check_arg(cx, df, n, v, anns.get(n)) for n, v in bound.arguments.items()}
     got = templates.instantiate(cx, df, converted)
@@ -182,7 +186,8 @@ def lower_body(cx, df: DeviceFunction, src, site, values: dict):
         b.br(site.block)
     b.seal(site.block)
     if not b.preds[site.block]:
-        raise cx.err(f"{df.name} never returns", src.fn_node)
+        raise cx.err(f"{df.name} never returns; make every path reach a return statement "
+                     f"or the end of the function", src.fn_node)
     b.block = site.block
     result = _result(cx, site)
     ret_ann = _signature(df)[1].get("return")
@@ -202,12 +207,31 @@ def _check_arg(cx, df, name, v, ann):
     if isinstance(ann, T.ArrayType):
         if not isinstance(v, ArrayView) or v.elem != ann.dtype or v.ndim != ann.ndim:
             raise cx.err(f"{what} of {df.name} must be a {ann!r} array, got "
-                         f"{arith.describe(v)}")
+                         f"{arith.describe(v)}; pass an array of that type")
         return v
     if isinstance(ann, T.ScalarType):
         return arith.convert_declared(cx, v, ann, f"{what} of {df.name}")
-    raise cx.err(f"the annotation of '{name}' in {df.name} is not a pyptx type ({ann!r}); "
-                 f"use f32, i32, f32[:] ...")
+    raise cx.err(f"the annotation of '{name}' in {df.name} is not a pyptx type "
+                 f"({annotation_text(ann)}); use f32, i32, f32[:] ...")
+
+
+def _bad_call(df, sig, args, kwargs) -> str:
+    """Why `args`/`kwargs` do not fit the device function's parameters, in the user's terms."""
+    params = list(sig.parameters)
+    usage = f"{df.name}({', '.join(params)})"
+    if len(args) > len(params):
+        return (f"{df.name}() takes {len(params)} argument(s) but {len(args)} were given; "
+                f"call it as {usage}")
+    for k in kwargs:
+        if k not in params:
+            return f"{df.name}() has no parameter '{k}'; call it as {usage}"
+        if params.index(k) < len(args):
+            return f"{df.name}() got '{k}' twice (by position and by name); call it as {usage}"
+    given = set(params[:len(args)]) | set(kwargs)
+    missing = [p for p in params if p not in given
+               and sig.parameters[p].default is sig.parameters[p].empty]
+    return (f"{df.name}() is missing the argument(s) {', '.join(repr(m) for m in missing)}; "
+            f"call it as {usage}")
 
 
 def lower_return(cx, st) -> None:
@@ -250,7 +274,8 @@ def _record(cx, site: ReturnSite, value) -> None:
                 cx.b.write(f"{site.var}.{k}", v)
     elif shape == "object":
         if site.objects and site.objects[0][1] is not value:
-            raise cx.err(f"{cx.scope.func.name} returns different arrays on different paths")
+            raise cx.err(f"{cx.scope.func.name} returns different arrays on different paths; "
+                         f"return the same array on every path (or an element of it)")
         site.objects.append((None, value))
 
 

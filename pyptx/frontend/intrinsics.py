@@ -56,7 +56,8 @@ BUILTINS = {builtins.min: "builtin.min", builtins.max: "builtin.max",
 def scalar_arg(cx, v, what: str):
     t, _ = arith.type_of(cx, v) if not isinstance(v, ArrayView) else (None, None)
     if t is None:
-        raise cx.err(f"{what} must be a number, got {arith.describe(v)}")
+        from .describe import needs_number
+        raise cx.err(f"{what} must be a number, got {needs_number(v)}")
     return t
 
 
@@ -64,7 +65,8 @@ def scalar_arg(cx, v, what: str):
 
 def _minmax(cx, args, kwargs, op):
     if kwargs or len(args) < 2:
-        raise cx.err(f"{op}() in a kernel takes two or more numbers (no keywords)")
+        raise cx.err(f"{op}() in a kernel takes two or more numbers (no keywords); write "
+                     f"{op}(a, b)")
     acc = args[0]
     for v in args[1:]:
         acc = _minmax2(cx, op, acc, v)
@@ -121,7 +123,8 @@ def _len(cx, a):
     if isinstance(a, tuple):
         return len(a)
     if not isinstance(a, ArrayView):
-        raise cx.err(f"len() needs an array, got {arith.describe(a)}")
+        raise cx.err(f"len() needs an array, got {arith.describe(a)}; write len(x) with an "
+                     f"array x")
     return memory.attribute(cx, a, "shape")[0]
 
 
@@ -134,7 +137,8 @@ def _sreg(cx, name):
 @intrinsic("grid", "ndim")
 def _grid(cx, ndim):
     if ndim not in (1, 2, 3) or isinstance(ndim, bool):
-        raise cx.err("pyptx.grid(ndim) takes the literal 1, 2 or 3")
+        raise cx.err("pyptx.grid(ndim) takes the literal 1, 2 or 3; write e.g. "
+                     "i = pyptx.grid(1) or x, y = pyptx.grid(2)")
     out = []
     for d in "xyz"[:ndim]:
         prod = arith.emit(cx, "mul", [_sreg(cx, f"ctaid.{d}"), _sreg(cx, f"ntid.{d}")], T.i32)
@@ -165,9 +169,10 @@ def _threadfence(cx):
 def _u32(cx, v, what):
     t = scalar_arg(cx, v, what)
     if t.is_float or t.is_bool:
-        raise cx.err(f"{what} must be an integer, got {t.name}")
+        raise cx.err(f"{what} must be an integer, got {t.name}; convert with u32(x)")
     if is_const(v) and not 0 <= v <= FULL_MASK and not -2**31 <= v < 0:
-        raise cx.err(f"{what} {v} does not fit in 32 bits")
+        raise cx.err(f"{what} {v} does not fit in 32 bits; use a 32-bit mask such as "
+                     f"0xFFFFFFFF")
     return arith.convert(cx, v, T.u32)
 
 
@@ -179,7 +184,8 @@ def _shfl(cx, mode, v, lane):
         v = arith.convert(cx, v, t)
     lane_t = scalar_arg(cx, lane, "the lane argument")
     if not lane_t.is_int:
-        raise cx.err(f"the lane argument must be an integer, got {lane_t.name}")
+        raise cx.err(f"the lane argument must be an integer, got {lane_t.name}; convert with "
+                     f"i32(x)")
     lane_v = arith.convert(cx, lane, T.i32 if lane_t != T.u32 else T.u32)
     if t.bits in (32, 64) and not t.is_bool:
         return arith.emit(cx, "shfl", [v, lane_v, make_const(FULL_MASK, T.u32)], t, mode=mode)
@@ -241,7 +247,8 @@ def _clz(cx, x):
 def _brev(cx, x):
     t = scalar_arg(cx, x, "brev()'s argument")
     if not t.is_int or t.bits < 32:
-        raise cx.err(f"brev() needs a 32- or 64-bit integer, got {t.name}")
+        raise cx.err(f"brev() needs a 32- or 64-bit integer, got {t.name}; convert with u32(x) "
+                     f"or u64(x)")
     return arith.emit(cx, "brev", [arith.convert(cx, x, t)], t)
 
 
@@ -267,7 +274,8 @@ def _bitcast(cx, x, dtype):
         x = arith.convert(cx, x, t)
     if t.bits != dst.bits or t.is_bool or dst.is_bool:
         raise cx.err(f"bitcast() needs types of the same width: {t.name} has {t.bits} bits, "
-                     f"{dst.name} has {dst.bits}")
+                     f"{dst.name} has {dst.bits}; convert first (e.g. i64(x)) or bitcast to a "
+                     f"{t.bits}-bit type")
     return x if t == dst else arith.emit(cx, "bitcast", [x], dst)
 
 
@@ -301,9 +309,10 @@ _ATOMIC_TYPES = {
 def _atomic_target(cx, kind, array, index):
     if not isinstance(array, ArrayView):
         raise cx.err(f"atomic_{kind}() needs an array as its first argument, got "
-                     f"{arith.describe(array)}")
+                     f"{arith.describe(array)}; write pyptx.atomic_{kind}(array, index, value)")
     if array.space == "local":
-        raise cx.err(f"atomic_{kind}() works on global or shared arrays, not local ones")
+        raise cx.err(f"atomic_{kind}() works on global or shared arrays, not local ones; use "
+                     f"an array parameter or a pyptx.shared.array")
     if array.elem.name not in _ATOMIC_TYPES[kind]:
         raise cx.err(f"atomic_{kind}() is not available for {array.elem.name} arrays; use one "
                      f"of {', '.join(_ATOMIC_TYPES[kind])}")
@@ -373,7 +382,8 @@ def lower_print(cx, node):
     for k in node.keywords:
         v = cx.expr(k.value)
         if k.arg not in ("sep", "end") or not isinstance(v, str):
-            raise cx.err("print() in a kernel accepts only sep= and end= string keywords", k)
+            raise cx.err("print() in a kernel accepts only sep= and end= string keywords; "
+                         "write e.g. print(x, y, sep=\", \")", k)
         if k.arg == "sep":
             sep = v
         else:

@@ -22,7 +22,8 @@ def lower_for(cx, st) -> None:
     if st.orelse:
         raise cx.err("for ... else is not supported; use a flag variable", st)
     if not isinstance(st.target, ast.Name):
-        raise cx.err("the loop variable must be a single name (for i in range(n))", st.target)
+        raise cx.err("the loop variable must be a single name; write for i in range(n)",
+                     st.target)
     it = st.iter
     fn = cx.expr(it.func) if isinstance(it, ast.Call) else None
     from ..dsl import Intrinsic
@@ -42,7 +43,8 @@ def lower_for(cx, st) -> None:
 
 def _range_args(cx, call, name):
     if call.keywords:
-        raise cx.err(f"{name}() takes no keyword arguments", call)
+        raise cx.err(f"{name}() takes no keyword arguments; write {name}(start, stop, step)",
+                     call)
     args = [cx.expr(a) for a in call.args]
     cx.set_loc(call)
     return check_range_args(cx, call, args, name)
@@ -51,7 +53,8 @@ def _range_args(cx, call, name):
 def check_range_args(cx, call, args, name):
     """1 to 3 integer range arguments -> [start, stop, step]."""
     if not 1 <= len(args) <= 3:
-        raise cx.err(f"{name}() takes 1 to 3 arguments (start, stop, step)", call)
+        raise cx.err(f"{name}() takes 1 to 3 arguments; write {name}(n) or "
+                     f"{name}(start, stop, step)", call)
     for a in args:
         t, _ = arith.type_of(cx, a)
         if not (t.is_int or (isinstance(a, bool))) or t.is_bool:
@@ -76,7 +79,8 @@ def _static_int(cx, v, call_node):
 def _static_range(cx, st, args) -> None:
     start, stop, step = (_static_int(cx, a, st.iter) for a in args)
     if step == 0:
-        raise cx.err("static_range() step must not be zero", st.iter)
+        raise cx.err("static_range() step must not be zero; use e.g. "
+                     "pyptx.static_range(0, N, 1)", st.iter)
     values = range(start, stop, step)
     if len(values) > MAX_UNROLL:
         raise cx.err(f"static_range() would unroll {len(values)} iterations (limit "
@@ -110,7 +114,7 @@ def _range(cx, st, args) -> None:
     b = cx.b
     start, stop, step = args
     if is_const(step) and step == 0:
-        raise cx.err("range() step must not be zero", st.iter)
+        raise cx.err("range() step must not be zero; use e.g. range(0, n, 1)", st.iter)
     t, weak = arith.promote_many(cx, args, "range")
     if t.is_bool:
         t = T.i32

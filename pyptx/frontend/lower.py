@@ -3,7 +3,7 @@
 The walk (`lowering.Lowerer`) runs once for most kernels.  When it had to guess a variable's
 type (a loop-carried accumulator `s = 0.0` read before `s += x[i]` promotes it), it runs again
 with the types it observed, until the guesses hold: every local then has one type, the NumPy-2
-promotion of all values assigned to it (SPEC 2.1).
+promotion of all values assigned to it.
 """
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ from .signature import ArgSpec
 from .source import get_source
 
 MAX_WALKS = 6
+#: a Python error inside the frontend that no diagnostic anticipated (chained as __cause__)
+_UNEXPECTED = ("pyptx cannot compile this expression (a value is out of range or of an "
+               "unexpected kind); split it into simpler steps or convert explicitly, e.g. "
+               "i64(x) or f64(x)")
 
 
 def lower_kernel(py_func, param_types: dict, constexprs: dict, *, name=None) -> Function:
@@ -94,7 +98,7 @@ def _walk(py_func, src, param_types, constexprs, name, declared) -> Lowerer:
         raise cx.err("the kernel is too deeply nested to compile; split it into device "
                      "functions") from None
     except (OverflowError, ValueError, TypeError, ZeroDivisionError) as e:
-        raise cx.err(f"cannot compile this expression: {e}") from None
+        raise cx.err(_UNEXPECTED) from e
     return cx
 
 
@@ -108,7 +112,7 @@ def _guarded(cx, step) -> None:
         raise cx.err("the kernel is too deeply nested to compile; split it into device "
                      "functions") from None
     except (OverflowError, ValueError, TypeError, ZeroDivisionError) as e:
-        raise cx.err(f"cannot compile this expression: {e}") from None
+        raise cx.err(_UNEXPECTED) from e
 
 
 def _finish(cx, src, param_types) -> Function:

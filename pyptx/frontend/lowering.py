@@ -1,7 +1,7 @@
 """The AST walker: statements and expressions of a kernel (and of inlined device functions).
 
-SSA is built on the fly by `pyptx.ir.builder.IRBuilder`.  A variable has one type per function
-(SPEC 2.1); the driver (`lower.py`) re-runs this walker with the types it observed when a first
+SSA is built on the fly by `pyptx.ir.builder.IRBuilder`.  A variable has one type per function;
+the driver (`lower.py`) re-runs this walker with the types it observed when a first
 walk had to guess (a loop-carried variable read before its typed assignment).  Control flow with
 compile-time conditions (constexpr `if`, `while False`) is folded while lowering, so the dead
 side is never lowered.
@@ -37,34 +37,36 @@ _UNSUPPORTED_STMTS = {
                           "at module level",
     ast.Try: "exceptions are not supported in kernels; check conditions with if",
     ast.Raise: "exceptions are not supported in kernels; check conditions with if and return",
-    ast.With: "'with' is not supported in kernels",
-    ast.AsyncWith: "'with' is not supported in kernels",
+    ast.With: "'with' is not supported in kernels; write the statements without it",
+    ast.AsyncWith: "'async with' is not supported in kernels; write the statements without it",
     ast.AsyncFor: "'async for' is not supported; use for ... in range(...)",
     ast.Global: "'global' is not supported: kernels cannot assign module variables; write "
                 "results into an array parameter",
-    ast.Nonlocal: "'nonlocal' is not supported in kernels",
+    ast.Nonlocal: "'nonlocal' is not supported in kernels; write results into an array "
+                  "parameter",
     ast.Import: "imports are not allowed inside a kernel; import at module level",
     ast.ImportFrom: "imports are not allowed inside a kernel; import at module level",
-    ast.Delete: "'del' is not supported in kernels",
+    ast.Delete: "'del' is not supported in kernels; leave the name unused or use a new one",
     ast.Assert: "'assert' is not supported in kernels; use if ...: return",
 }
 if hasattr(ast, "Match"):
     _UNSUPPORTED_STMTS[ast.Match] = "'match' is not supported in kernels; use if/elif"
 if hasattr(ast, "TryStar"):
-    _UNSUPPORTED_STMTS[ast.TryStar] = "exceptions are not supported in kernels"
+    _UNSUPPORTED_STMTS[ast.TryStar] = "exceptions are not supported in kernels; check conditions with if"
 
 _UNSUPPORTED_EXPRS = {
     ast.Lambda: "lambdas are not supported in kernels; define a @pyptx.func",
     ast.List: "lists are not supported in kernels; use a tuple of values or "
               "pyptx.local.array(n, dtype)",
-    ast.Dict: "dicts are not supported in kernels",
-    ast.Set: "sets are not supported in kernels",
+    ast.Dict: "dicts are not supported in kernels; use separate variables or a tuple",
+    ast.Set: "sets are not supported in kernels; use separate variables or a tuple",
     ast.ListComp: "comprehensions are not supported in kernels; write a for loop",
     ast.SetComp: "comprehensions are not supported in kernels; write a for loop",
     ast.DictComp: "comprehensions are not supported in kernels; write a for loop",
     ast.GeneratorExp: "generator expressions are not supported in kernels; write a for loop",
-    ast.Await: "'await' is not supported in kernels",
-    ast.Yield: "generators are not supported in kernels (no 'yield')",
+    ast.Await: "'await' is not supported in kernels; kernels are plain def functions",
+    ast.Yield: "generators are not supported in kernels (no 'yield'); write results into an "
+               "array parameter",
     ast.YieldFrom: "generators are not supported in kernels (no 'yield from')",
     ast.JoinedStr: "f-strings are not supported; pass values to print separately: "
                    "print(\"x =\", x)",
@@ -211,7 +213,8 @@ class Lowerer:
             if prev is not None:
                 raise self.err(self._rebind_message(name, prev))
             if value is UNDEF:
-                raise self.err(f"'{name}' is used before it is assigned")
+                raise self.err(f"'{name}' is used before it is assigned; assign it first, e.g. "
+                               f"{name} = 0")
             sc.dyn_locals.add(name)
             self.write_scalar(sc.prefix + name, value)
             return
@@ -267,7 +270,11 @@ class Lowerer:
             if self.deps is not None:
                 self.deps.append(("b", g, name, v))
         else:
-            raise self.err(f"name '{name}' is not defined")
+            from .describe import did_you_mean
+            known = set(sc.src.local_names) | set(sc.dyn_locals) | set(sc.closure) | set(g)
+            hint = did_you_mean(name, known | set(dir(builtins)), quote="'")
+            raise self.err(f"name '{name}' is not defined" + (
+                hint or "; define it before the kernel or pass it as a parameter"))
         return self.compile_time(v, name)
 
     def compile_time(self, v, name: str):
@@ -321,8 +328,9 @@ class Lowerer:
         method = _STMT_DISPATCH.get(type(st))
         if method is None:
             msg = _UNSUPPORTED_STMTS.get(type(st),
-                                         f"'{type(st).__name__}' statements are not supported "
-                                         f"in kernels")
+                                         "this statement is not supported in kernels; use "
+                                         "assignments, if, while, for ... in range(...) and "
+                                         "calls")
             raise self.err(msg, st)
         method(self, st)
 
@@ -343,11 +351,13 @@ class Lowerer:
         if st.value is None:
             raise self.err("declare a variable with a value: x: f32 = 0.0", st)
         if not isinstance(st.target, ast.Name):
-            raise self.err("annotated assignment needs a plain name on the left", st)
+            raise self.err("annotated assignment needs a plain name on the left; write "
+                           "x: f32 = 0.0", st)
         ann = None if isinstance(st.annotation, ast.Subscript) else self.expr(st.annotation)
         if not isinstance(ann, T.ScalarType):
-            raise self.err("a local variable is declared with a scalar type (x: f32 = 0.0); "
-                           "arrays are parameters or pyptx.shared/local.array(...)",
+            raise self.err("a local variable is declared with a scalar type: write "
+                           "x: f32 = 0.0; arrays are parameters or "
+                           "pyptx.shared/local.array(...)",
                            st.annotation)
         value = self.expr(st.value)
         self.set_loc(st)
@@ -361,12 +371,14 @@ class Lowerer:
         elif isinstance(target, (ast.Tuple, ast.List)):
             if isinstance(value, ArrayView) or not isinstance(value, tuple):
                 raise self.err(f"cannot unpack {arith.describe(value)} into "
-                               f"{len(target.elts)} names", target)
+                               f"{len(target.elts)} names; only tuples (and a.shape) unpack, "
+                               f"e.g. a, b = x.shape", target)
             if any(isinstance(e, ast.Starred) for e in target.elts):
-                raise self.err("starred assignment (a, *b = ...) is not supported", target)
+                raise self.err("starred assignment (a, *b = ...) is not supported; write one "
+                               "name per value: a, b, c = t", target)
             if len(value) != len(target.elts):
                 raise self.err(f"cannot unpack {len(value)} values into {len(target.elts)} "
-                               f"names", target)
+                               f"names; write {len(value)} names on the left", target)
             for t, v in zip(target.elts, value):
                 self.assign_target(t, v)
         elif isinstance(target, ast.Subscript):
@@ -381,8 +393,8 @@ class Lowerer:
     def subscript_ptr(self, node):
         base = self.expr(node.value)
         if not isinstance(base, ArrayView):
-            raise self.err(f"only arrays can be assigned by index, not {arith.describe(base)}",
-                           node)
+            raise self.err(f"only arrays can be assigned by index, not {arith.describe(base)}; "
+                           f"store into an array parameter, e.g. out[i] = v", node)
         index = self.index_expr(node.slice)
         self.set_loc(node)
         return base, memory.element_ptr(self, base, index)
@@ -408,8 +420,8 @@ class Lowerer:
             new = arith.binop(self, op, memory.load(self, view, ptr), value)
             memory.store(self, view, ptr, new)
         else:
-            raise self.err("augmented assignment needs a name or an array element on the left",
-                           st)
+            raise self.err("augmented assignment needs a name or an array element on the "
+                           "left; write x += 1 or a[i] += 1", st)
 
     def s_if(self, st):
         b = self.b
@@ -458,12 +470,13 @@ class Lowerer:
 
     def s_break(self, st):
         if not self.scope.loops:
-            raise self.err("'break' outside a loop", st)
+            raise self.err("'break' outside a loop; use it inside for or while (or return)",
+                           st)
         self.b.br(self.scope.loops[-1][1])
 
     def s_continue(self, st):
         if not self.scope.loops:
-            raise self.err("'continue' outside a loop", st)
+            raise self.err("'continue' outside a loop; use it inside for or while", st)
         self.b.br(self.scope.loops[-1][0])
 
     def s_return(self, st):
@@ -548,8 +561,9 @@ class Lowerer:
         self.set_loc(node)
         method = _EXPR_DISPATCH.get(type(node))
         if method is None:
-            msg = _UNSUPPORTED_EXPRS.get(type(node), f"'{type(node).__name__}' expressions are "
-                                                     f"not supported in kernels")
+            msg = _UNSUPPORTED_EXPRS.get(type(node), "this kind of expression is not supported "
+                                                     "in kernels; write it with arithmetic, "
+                                                     "comparisons, calls and a[i] indexing")
             raise self.err(msg, node)
         v = method(self, node)
         self.node = saved
@@ -559,7 +573,8 @@ class Lowerer:
         v = node.value
         if isinstance(v, (bool, int, float, str)) or v is None:
             return v
-        raise self.err(f"{type(v).__name__} constants are not supported in kernels")
+        raise self.err(f"{type(v).__name__} literals are not supported in kernels; use int, "
+                       f"float or bool literals")
 
     def e_name(self, node):
         return self.load_name(node.id)
@@ -642,7 +657,8 @@ class Lowerer:
                     results.append(v)
                     if len(results) == 2 and results[0] is not results[1]:
                         raise self.err("both sides of 'x if c else y' must be numbers (or the "
-                                       "same array)", node)
+                                       "same array); use an if statement for different arrays",
+                                       node)
                 else:
                     b.write(var, v)
                 b.br(done)
@@ -660,11 +676,16 @@ class Lowerer:
             return memory.attribute(self, value, attr)
         if is_const(value) or isinstance(value, (Instr, BlockArg, Const)) or \
                 isinstance(value, tuple) or hasattr(value, "index") and hasattr(value, "type"):
-            raise self.err(f"'.{attr}' is not supported on {arith.describe(value)}")
+            if isinstance(value, tuple):
+                raise self.err(f"'.{attr}' is not supported on {arith.describe(value)}")
+            raise self.err(f"'.{attr}' is not supported on {arith.describe(value)}: numbers in "
+                           f"kernels have no attributes or methods; use a function instead, "
+                           f"e.g. abs(x), f32(x) or pyptx.math.sqrt(x)")
         try:
             got = getattr(value, attr)
         except AttributeError:
-            raise self.err(f"{arith.describe(value)} has no attribute '{attr}'") from None
+            from .describe import missing_attribute
+            raise self.err(missing_attribute(value, attr, ast.unparse(node.value))) from None
         if self.deps is not None:
             self.deps.append(("a", value, attr, got))
         from ..dsl import SpecialRegister
@@ -685,12 +706,24 @@ class Lowerer:
                 raise self.err("a tuple can only be indexed by a compile-time int "
                                "(e.g. a.shape[0])")
             if not -len(value) <= index < len(value):
-                raise self.err(f"tuple index {index} out of range (length {len(value)})")
+                raise self.err(self._index_range_message(node, index, len(value)))
             return value[index]
         if isinstance(value, T.ScalarType):
-            raise self.err(f"array types like {value.name}[:] are only for parameter annotations")
+            raise self.err(f"array types like {value.name}[:] are only for parameter "
+                           f"annotations, e.g. def k(x: {value.name}[:]); for a local array use "
+                           f"pyptx.local.array(n, {value.name})")
         raise self.err(f"cannot index {arith.describe(value)}; only arrays and tuples can be "
-                       f"indexed")
+                       f"indexed (e.g. x[i] with an array parameter x)")
+
+    def _index_range_message(self, node, index: int, n: int) -> str:
+        base = node.value
+        if isinstance(base, ast.Attribute) and base.attr == "shape":
+            name = ast.unparse(base.value)
+            last = f"{name}.shape[{n - 1}]" if n > 1 else ""
+            return (f"{name}.shape[{index}] is out of range: {name} has {n} dimension(s), so "
+                    f"write {name}.shape[0]" + (f" .. {last}" if last else ""))
+        return (f"tuple index {index} is out of range for a tuple of {n} value(s); use an "
+                f"index from 0 to {n - 1}")
 
     def e_call(self, node):
         from .calls import lower_call

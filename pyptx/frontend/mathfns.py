@@ -61,7 +61,7 @@ def _operand(cx, name, x):
 
 def _lower(cx, name, args, kwargs):
     if kwargs or len(args) != 1:
-        raise cx.err(f"pyptx.math.{name}(x) takes one argument")
+        raise cx.err(f"pyptx.math.{name}(x) takes one argument; write pyptx.math.{name}(x)")
     kind, detail = MATH_TABLE[name]
     x, ct, rt = _operand(cx, name, args[0])
     if kind == "op":
@@ -94,7 +94,8 @@ def _library(cx, name, x, ct):
 
 def _fma(cx, args, kwargs):
     if kwargs or len(args) != 3:
-        raise cx.err("pyptx.math.fma(a, b, c) takes three arguments")
+        raise cx.err("pyptx.math.fma(a, b, c) takes three arguments; write "
+                     "pyptx.math.fma(a, b, c) for a * b + c")
     t, _ = arith.promote_many(cx, args, "fma")
     if not t.is_float:
         raise cx.err(f"pyptx.math.fma() needs float arguments, got {t.name}; convert with "

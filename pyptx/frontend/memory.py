@@ -45,7 +45,8 @@ def attribute(cx, view: ArrayView, attr: str):
         return view.elem
     if attr == "view":
         return BoundView(view)
-    raise cx.err(f"arrays in kernels have .shape, .ndim, .dtype and .view(type), not '.{attr}'")
+    raise cx.err(f"arrays in kernels have no '.{attr}'; use .shape, .ndim, .dtype or "
+                 f".view(type)")
 
 
 def as_dtype(cx, v, what: str) -> T.ScalarType:
@@ -67,7 +68,8 @@ def reinterpret(cx, view: ArrayView, dtype: T.ScalarType) -> ArrayView:
         if isinstance(last, int):
             if (last * old) % new:
                 raise cx.err(f"view({dtype.name}): the last dimension ({last} x {old} bytes) is "
-                             f"not a multiple of {new} bytes")
+                             f"not a multiple of {new} bytes; make it a multiple, e.g. "
+                             f"{-(-last * old // new) * new // old} elements")
             shape[-1] = last * old // new
         elif old > new:
             shape[-1] = emit(cx, "mul", [last, make_const(old // new, T.i32)], T.i32)
@@ -85,12 +87,14 @@ def _static_shape(cx, shape) -> tuple[int, ...]:
             d = d.value
         if not isinstance(d, int) or isinstance(d, bool):
             raise cx.err("the shape of a shared/local array must be an int or a tuple of "
-                         "compile-time ints (literals or pyptx.constexpr parameters)")
+                         "compile-time ints (literals or pyptx.constexpr parameters), e.g. "
+                         "pyptx.shared.array((16, 16), f32)")
         if d <= 0:
-            raise cx.err(f"array dimensions must be positive, got {d}")
+            raise cx.err(f"array dimensions must be positive, got {d}; use a size of 1 or more")
         out.append(d)
     if not 1 <= len(out) <= 3:
-        raise cx.err("shared/local arrays have 1 to 3 dimensions")
+        raise cx.err("shared/local arrays have 1 to 3 dimensions; use e.g. "
+                     "pyptx.shared.array((16, 16), f32)")
     return tuple(out)
 
 
@@ -119,7 +123,8 @@ def dynamic_shared(cx, dtype) -> ArrayView:
 def _index_scalar(cx, i, wide: bool):
     if isinstance(i, PY_SCALARS):
         if isinstance(i, (bool, float)):
-            raise cx.err(f"array index must be an integer, got {i!r}")
+            raise cx.err(f"array index must be an integer, got {i!r}; write an int, e.g. "
+                         f"a[{int(i)}], or convert with i32(x)")
         if wide or not -2**31 <= i < 2**31:
             return make_const(i, T.i64)
         return make_const(i, T.i32)
@@ -157,7 +162,8 @@ def load(cx, view: ArrayView, ptr):
 def store(cx, view: ArrayView, ptr, value) -> None:
     if isinstance(value, (tuple, ArrayView)) or not (
             isinstance(value, PY_SCALARS) or isinstance(getattr(value, "type", None), T.ScalarType)):
-        raise cx.err(f"only numbers can be stored into an array element, got {describe(value)}")
+        raise cx.err(f"only numbers can be stored into an array element, got {describe(value)}; "
+                     f"store a number, e.g. out[i] = x[i] * 2.0")
     v = convert_literal(cx, value, view.elem)
     emit(cx, "store", [ptr, v], None)
     mark_written(cx, view)

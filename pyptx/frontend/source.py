@@ -36,10 +36,15 @@ class Source:
         try:
             tree = ast.parse(textwrap.dedent(text))
         except SyntaxError as e:
-            raise CompileError(f"cannot parse the function: {e.msg}", filename,
+            raise CompileError(f"cannot parse the function ({e.msg}); fix its syntax", filename,
                                first + (e.lineno or 1) - 1, e.offset) from None
         fn = tree.body[0] if tree.body else None
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(fn, ast.AsyncFunctionDef):
+            raise CompileError(f"'{py_func.__name__}' is an async def; kernels and device "
+                               f"functions are plain functions: write def {py_func.__name__}(...)",
+                               filename, first + fn.lineno - 1, self.indent + fn.col_offset + 1,
+                               lines[fn.lineno - 1] if fn.lineno <= len(lines) else None)
+        if not isinstance(fn, ast.FunctionDef):
             raise CompileError(f"'{py_func.__name__}' is not a plain def function; write it with "
                                f"def", filename, first, 1)
         self.fn_node = fn

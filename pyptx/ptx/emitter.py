@@ -41,7 +41,7 @@ class FunctionEmitter:
         min_arch = int(fn.attrs.get("min_arch") or 0)
         if self.sm < min_arch:
             raise CompileError(f"{fn.name} needs sm_{min_arch} or newer; it was compiled for "
-                               f"{arch}", fn.attrs.get("source_file"), fn.attrs.get("first_line"))
+                               f"{arch}: compile with arch='sm_{min_arch}' or newer", fn.attrs.get("source_file"), fn.attrs.get("first_line"))
         self.isa = tb.ARCH_MIN_ISA[arch]
         self.line_comments = line_comments
         self.out: list[str] = []
@@ -103,7 +103,8 @@ class FunctionEmitter:
     def need(self, feature: str, what: Instr | None = None) -> None:
         isa, sm = tb.FEATURES[feature]
         if sm > self.sm:
-            raise self.error(f"{feature} needs sm_{sm} or newer (compiling for {self.arch})", what)
+            raise self.error(f"{feature} needs sm_{sm} or newer (compiling for {self.arch}); "
+                             f"compile with arch='sm_{sm}' or newer", what)
         if isa > self.isa:
             self.isa = isa
 
@@ -149,7 +150,8 @@ class FunctionEmitter:
                 else:
                     lower = lowerings.get(op)
                     if lower is None:
-                        raise self.error(f"the PTX backend has no lowering for IR op '{op}'", ins)
+                        raise self.error(f"the PTX backend has no lowering for IR op '{op}' "
+                                         f"(a pyptx bug); please report it", ins)
                     lower(self, ins)
         out.extend(self.edge_blocks)
 

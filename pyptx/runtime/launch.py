@@ -17,7 +17,6 @@ import threading
 import numpy as np
 
 from .. import types as T
-from ..cachekey import current as _current
 from ..errors import DeviceError, LaunchError
 from . import checking, profile
 from .device_array import DeviceArray
@@ -133,7 +132,7 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
     chk = checking.current()            # None unless pyptx.sanitize / pyptx.profile is on
     dev = "cpu" if chk is not None and chk.sanitizing else device()
     binder = kernel.__dict__.get("_pyptx_binder")
-    if binder is None or binder.generation != _generation[0] or not _deps_current(kernel):
+    if binder is None or binder.generation != _generation[0]:
         binder = kernel.__dict__["_pyptx_binder"] = _Binder(kernel)
     if dev == "gpu":
         _launch_state.stream = stream      # the consumer stream a __dlpack__ argument is told
@@ -159,13 +158,6 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
     except BaseException:
         flat.clear()      # release consumed DLPack tensors now, not when the traceback dies
         raise
-
-
-def _deps_current(kernel) -> bool:
-    """False once a global, closure cell or module attribute the kernel's code read at its last
-    compile holds another object: its plans may hold a stale kernel (pyptx/cachekey.py)."""
-    memo = kernel.__dict__.get("_deps")
-    return memo is None or _current(memo[1])
 
 
 def _check_shared(plan, shared_mem, dev) -> None:
