@@ -118,10 +118,9 @@ def _value_key(v, attrs: tuple, seen: dict, depth: int):
                 tuple(_value_key(d, attrs, seen, depth + 1) for d in (f.__defaults__ or ())),
                 _function_key(f, seen, depth + 1))
     if isinstance(v, pytypes.ModuleType):
-        if _is_pyptx(v.__name__) or v in seen:
+        if _is_pyptx(v.__name__) or (v, attrs) in seen:
             return ("module", v.__name__)
-        seen[v] = True
-        attrs = []
+        seen[(v, attrs)] = True
         found = []
         for a in attrs:
             w = getattr(v, a, _MISSING)

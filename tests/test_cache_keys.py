@@ -55,6 +55,7 @@ def import_module(directory, name: str):
 def run_in_process(code: str, cache_dir, module_dir) -> str:
     """Run `code` in a fresh interpreter with the disk cache on in `cache_dir`."""
     env = dict(os.environ, PYPTX_CACHE_DIR=str(cache_dir), PYPTX_DEVICE="cpu",
+               PYTHONDONTWRITEBYTECODE="1",      # rewritten modules are never read from .pyc
                PYTHONPATH=os.pathsep.join([ROOT, str(module_dir), os.environ.get("PYTHONPATH", "")]))
     env.pop("PYPTX_NO_CACHE", None)
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
@@ -383,3 +384,43 @@ def test_damaged_entry_across_processes(tmp_path):
     (entry,) = cache_files(cdir)
     _damage(entry, "constant changed")
     assert run_in_process(code, cdir, tmp_path).strip() == "True"
+
+
+# ---- what device functions read ---------------------------------------------------------------
+
+HELPER = """
+import numpy as np
+import pyptx
+
+H = np.float32({h})
+
+@pyptx.func
+def scaled(v):
+    return v * H
+"""
+
+USES_HELPER = """
+import pyptx
+from pyptx import f32
+import cachekey_helper
+
+@pyptx.kernel
+def apply(out: f32[:], x: f32[:]):
+    i = pyptx.grid(1)
+    out[i] = cachekey_helper.scaled(x[i])
+"""
+
+
+def test_globals_of_a_device_function_in_another_module_across_processes(tmp_path):
+    cdir = tmp_path / "cache"
+    write_module(tmp_path, USES_HELPER, "cachekey_apply")
+    code = """
+        import numpy as np, cachekey_apply as m, cachekey_helper as h
+        x = np.random.default_rng(8).standard_normal(64).astype(np.float32)
+        out = np.full(64, np.nan, np.float32)
+        m.apply[2, 32](out, x)
+        print(bool(np.array_equal(out, x * h.H)))
+    """
+    for value in (1.5, 3.25):         # only the helper's module constant changes
+        write_module(tmp_path, HELPER.format(h=value), "cachekey_helper")
+        assert run_in_process(code, cdir, tmp_path).strip() == "True"
