@@ -206,6 +206,8 @@ def test_random_kernels_only_raise_compile_error(src):
         fn = lower_kernel(mod.k, types, {})
     except pyptx.CompileError as e:
         assert e.lineno and e.msg
+        from test_error_messages import message_problems
+        assert not message_problems(e.msg), (message_problems(e.msg), e.msg)
         return
     assert all(b.terminator is not None for b in fn.blocks)
     ck = pyptx.compile(pyptx.kernel(mod.k))      # the whole pipeline accepts what we produce

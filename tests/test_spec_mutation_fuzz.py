@@ -315,6 +315,8 @@ def _check_quiet(src: str) -> str:
         assert os.path.basename(e.filename or "").startswith("pyptx_test_mod_"), (e.filename, src)
         text = str(e)
         assert f":{e.lineno}:" in text, text
+        from test_error_messages import message_problems
+        assert not message_problems(e.msg), (message_problems(e.msg), e.msg, src)
         return "compile-error"
     except Exception as e:  # noqa: BLE001
         raise AssertionError(f"{type(e).__name__}: {e}\n--- mutant ---\n{src}") from e

@@ -175,16 +175,16 @@ def _fold(cx, op, a, b):
     try:
         r = _PY_BINOPS[op](a, b)
     except ZeroDivisionError:
-        raise cx.err(f"division by zero in the compile-time expression {a!r} {SYMBOL[op]} "
-                     f"{b!r}; use a non-zero divisor") from None
+        raise cx.err(f"division by zero in the compile-time expression '{a!r} {SYMBOL[op]} "
+                     f"{b!r}'; use a non-zero divisor") from None
     except (OverflowError, ValueError, TypeError):
-        raise cx.err(f"{a!r} {SYMBOL[op]} {b!r} cannot be computed at compile time (the result "
+        raise cx.err(f"'{a!r} {SYMBOL[op]} {b!r}' cannot be computed at compile time (the result "
                      f"is out of range); use smaller values or compute it with f64(...)") from None
     if isinstance(r, complex):
-        raise cx.err(f"{a!r} ** {b!r} is a complex number; kernels compute with real numbers: "
+        raise cx.err(f"'{a!r} ** {b!r}' is a complex number; kernels compute with real numbers: "
                      f"use a non-negative base")
     if isinstance(r, int) and not -2**63 <= r < 2**64:
-        raise cx.err(f"the compile-time value {a!r} {SYMBOL[op]} {b!r} does not fit in 64 bits; "
+        raise cx.err(f"the compile-time value '{a!r} {SYMBOL[op]} {b!r}' does not fit in 64 bits; "
                      f"use smaller values or compute it in floating point, e.g. f64({a!r})")
     return r
 

@@ -69,7 +69,8 @@ def describe(v) -> str:
 def needs_number(v) -> str:
     """`describe(v)` plus, when that gives no advice of its own, what a number looks like."""
     d = describe(v)
-    return d if ("(" in d or ";" in d) else d + "; use a number here, e.g. x[i], n or 1.0"
+    return d if (";" in d or "use " in d or "call it" in d) else \
+        d + "; use a number here, e.g. x[i], n or 1.0"
 
 
 def shown(v) -> str:
