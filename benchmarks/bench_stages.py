@@ -6,7 +6,8 @@ Prints (no pass/fail, timings on a shared machine are noisy):
   * frontend (`lower_kernel`), passes (`run_pipeline -O2`), PTX emission, per peer kernel, with
     emission also per 100 IR instructions, and the sum next to numba-cuda's `compile_ptx` for the
     same kernel (the peer; skipped when numba-cuda is not installed);
-  * `pyptx.compile` answered by a Kernel's in-memory cache (the cost of computing its key);
+  * `pyptx.compile` answered by a Kernel's in-memory cache, and a new Kernel's compile answered
+    by the disk cache (dependency key + reading and checksumming the entry);
   * host-side cost of one CPU launch (bind + check + flatten) with the executor replaced by a
     no-op, so only pyptx's own launch path is measured (there is no peer for this without a GPU:
     see bench_launch.py for the GPU comparison).
@@ -96,6 +97,24 @@ def cache_hit_us(py_func, n: int = 4000) -> float:
     return _best_us(lambda: pyptx.compile(k, arch=ARCH), n)
 
 
+def disk_hit_us(py_func, n: int = 300) -> float:
+    """`pyptx.compile` of a new Kernel answered by the disk cache: the dependency key (source,
+    globals, closure cells), reading the entry and checking its checksum."""
+    import tempfile
+    saved = {k: os.environ.get(k) for k in ("PYPTX_NO_CACHE", "PYPTX_CACHE_DIR")}
+    os.environ.pop("PYPTX_NO_CACHE", None)
+    os.environ["PYPTX_CACHE_DIR"] = tempfile.mkdtemp(prefix="pyptx_bench_cache_")
+    try:
+        pyptx.compile(pyptx.kernel(py_func), arch=ARCH)
+        return _best_us(lambda: pyptx.compile(pyptx.kernel(py_func), arch=ARCH), n)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def launch_host_us(py_func, n: int = 2000) -> float | None:
     """Per-launch host cost on the CPU device with the executor replaced by a no-op."""
     from pyptx.runtime import launch as L
@@ -131,6 +150,9 @@ def main() -> int:
         print(f"{name:14s} {s['n_instr']:6d} {s['frontend']:9.3f} {s['passes']:8.3f} "
               f"{s['emit']:7.3f} {s['emit_per_100']:9.3f} {total:7.3f} {peer_txt}")
     print(f"pyptx.compile answered by the in-memory cache: {cache_hit_us(pmod.saxpy):.2f} us")
+    for name in KERNELS:
+        print(f"pyptx.compile of a new Kernel answered by the disk cache, {name}: "
+              f"{disk_hit_us(getattr(pmod, name)):.1f} us")
     host = launch_host_us(pmod.saxpy)
     if host is not None:
         print(f"CPU launch, host side only (bind+check+flatten, executor stubbed): {host:.2f} us")
