@@ -14,7 +14,6 @@ import numpy as np
 
 from . import diskcache
 from . import types as T
-from .cachekey import dependencies
 from .errors import CompileError, PyptxError
 from .kernel import DeviceFunction, Kernel
 from .frontend.describe import annotation_text, shown
@@ -177,10 +176,14 @@ def check_arch(arch: str) -> str:
 
 # ---- the disk cache ----------------------------------------------------------------------------
 
-def _disk_key(k: Kernel, types, constexprs, arch, opt_level, fma, deps) -> str | None:
-    """The disk key, or None when the kernel's source cannot be read (nothing to cache)."""
-    from .cachekey import render
-    text = render(deps)
+def _disk_key(k: Kernel, types, constexprs, arch, opt_level, fma) -> str | None:
+    """The disk key, or None when the kernel's dependencies cannot be read (then nothing is
+    cached: the compile itself reports what is wrong)."""
+    from .cachekey import dependencies, render
+    try:
+        text = render(dependencies(k.py_func))
+    except Exception:  # noqa: BLE001 - e.g. a module whose __getattr__ fails: just no caching
+        return None
     if text is None:
         return None
     return diskcache.key((k.name, arch, str(opt_level), str(fma),
@@ -302,7 +305,7 @@ def compile_kernel(k: Kernel, *, arch=None, constexprs=None, signature=None, opt
     path = key = None
     ck = None
     if cdir:
-        key = _disk_key(k, types, cx, arch, opt_level, fma, dependencies(k.py_func))
+        key = _disk_key(k, types, cx, arch, opt_level, fma)
     if key is not None:
         path = diskcache.path_of(cdir, key)
         content = diskcache.load(path, key)

@@ -382,7 +382,10 @@ def test_damaged_entry_across_processes(tmp_path):
     """
     assert run_in_process(code, cdir, tmp_path).strip() == "True"
     (entry,) = cache_files(cdir)
-    _damage(entry, "constant changed")
+    stamp = entry.stat().st_mtime_ns
+    assert run_in_process(code, cdir, tmp_path).strip() == "True"
+    assert cache_files(cdir) == [entry] and entry.stat().st_mtime_ns == stamp   # a hit: the
+    _damage(entry, "constant changed")                  # key is stable across processes
     assert run_in_process(code, cdir, tmp_path).strip() == "True"
 
 
