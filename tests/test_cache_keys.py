@@ -366,8 +366,8 @@ def test_damaged_entry_is_a_miss(tmp_path, disk_cache, how):
     out = poisoned(100)
     pyptx.kernel(mod.affine.py_func)[4, 32](out, x, 100)
     np.testing.assert_array_equal(out, want)
-    assert json.loads(entry.read_text()) and pyptx.compile(pyptx.kernel(
-        mod.affine.py_func)).ptx == original               # rewritten intact
+    assert _entry_content(json.loads(entry.read_text()))["ptx"] == original   # rewritten intact
+    assert pyptx.compile(pyptx.kernel(mod.affine.py_func)).ptx == original
 
 
 def test_damaged_entry_across_processes(tmp_path):
