@@ -61,6 +61,11 @@ MORE = [
     ("y = x.shape[n]", "compile-time int"),
     ("y = 1.5 % 0\ny = 2 ** 200", "non-zero"),
     ("y = ~1.5", "i32(x)"),
+    ("y = pyptx.vload(n, 0, 4)", "vload(array, i"),
+    ("y = pyptx.vload(x, 1, 4)", "use e.g. 0"),
+    ("y = pyptx.vload(x, 0, 3)", "lanes"),
+    ("pyptx.vstore(x, 0, (x, x))", "tuple of numbers"),
+    ("y = pyptx.vlaod(x, 0, 4)", "did you mean pyptx.vload?"),
 ]
 MORE_CASES = [(_k(body, extra=_HELPERS), phrase) for body, phrase in MORE] + [
     (HEAD + "async def k(x: f32[:], n: i32):\n    x[0] = 1.0\n", "write def k"),

@@ -26,7 +26,8 @@ def _lanes_allowed(elem: T.ScalarType) -> tuple[int, ...]:
 
 def _check(cx, what: str, a, index, n) -> None:
     if not isinstance(a, ArrayView):
-        raise cx.err(f"{what}() needs an array as its first argument, got {arith.describe(a)}")
+        raise cx.err(f"{what}() needs an array as its first argument, got {arith.describe(a)}; "
+                     f"write pyptx.{what}(array, i, ...)")
     if a.elem.is_bool:
         raise cx.err(f"{what}() does not take bool_ arrays; use a.view(u8)")
     allowed = _lanes_allowed(a.elem)
@@ -37,11 +38,11 @@ def _check(cx, what: str, a, index, n) -> None:
         hint = ("; for more bytes, view the array as u32: a.view(u32)"
                 if a.elem.mem_bytes == 1 else "")
         raise cx.err(f"{what}() on a {a.elem.name} array takes {', '.join(map(str, allowed))} "
-                     f"lanes (at most 16 bytes), not {n}{hint}")
+                     f"lanes (at most 16 bytes), not {n}{hint or '; use one of those counts'}")
     last = index[-1] if isinstance(index, tuple) else index
     if isinstance(last, int) and not isinstance(last, bool) and last % n:
         raise cx.err(f"{what}() with {n} lanes needs an index that is a multiple of {n}, got "
-                     f"{last}")
+                     f"{last}; use e.g. {last - last % n}")
 
 
 @intrinsic("vload", "array", "index", "n")
@@ -61,7 +62,8 @@ def _vstore(cx, array, index, values):
     vals = []
     for v in values:
         if not (isinstance(v, PY_SCALARS) or isinstance(getattr(v, "type", None), T.ScalarType)):
-            raise cx.err(f"vstore() stores numbers, got {arith.describe(v)}")
+            raise cx.err(f"vstore() stores numbers, got {arith.describe(v)}; pass a tuple of "
+                         f"numbers, e.g. (x0, x1)")
         vals.append(arith.convert_literal(cx, v, array.elem))
     ptr = memory.element_ptr(cx, array, index)
     arith.emit(cx, "vstore", [ptr, *vals], None)
