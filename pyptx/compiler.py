@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,9 +62,23 @@ def _signature_types(signature, names: list[str], where: dict | None = None):
         env = {n: t for n, t in T.SCALARS.items()}
         env.update(bool=T.bool_, constexpr=T.constexpr)
         try:
-            value = eval("(" + signature + ",)", {"__builtins__": {}}, env)  # noqa: S307
-        except Exception as e:  # noqa: BLE001 - any parse problem is the user's signature
-            raise CompileError(f"cannot read signature {signature!r} ({e}); write it like "
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")     # SyntaxWarnings of a nonsense signature
+                value = eval("(" + signature + ",)", {"__builtins__": {}}, env)  # noqa: S307
+        except NameError as e:
+            from .frontend.describe import did_you_mean
+            bad = getattr(e, "name", None) or "?"
+            hint = did_you_mean(bad, env, quote="'")[2:]
+            raise CompileError(f"cannot read signature {signature!r}: '{bad}' is not a pyptx "
+                               f"type{f' ({hint})' if hint else ''}; write it like "
+                               f"\"f32[:], f32[:], i32\"", **(where or {})) from None
+        except TypeError as e:            # ours (f32[3], f32[:, :, :, :]) say what to write
+            ours = str(e).startswith("array annotations") or "pyptx arrays" in str(e)
+            raise CompileError(f"cannot read signature {signature!r}"
+                               + (f": {e}" if ours else "; write it like \"f32[:], f32[:], i32\""),
+                               **(where or {})) from None
+        except Exception:  # noqa: BLE001 - any parse problem is the user's signature
+            raise CompileError(f"cannot read signature {signature!r}; write it like "
                                f"\"f32[:], f32[:], i32\"", **(where or {})) from None
     else:
         value = tuple(signature)

@@ -15,8 +15,9 @@ class Intrinsic:
         self.intrinsic = name
 
     def __call__(self, *args, **kwargs):
-        raise RuntimeError(f"pyptx.{self.intrinsic}() can only be used inside a "
-                           f"@pyptx.kernel or @pyptx.func")
+        raise TypeError(f"pyptx.{self.intrinsic}() can only be used inside a "
+                        f"@pyptx.kernel or @pyptx.func; call it from kernel code and launch the "
+                        f"kernel with k[grid, block](...)")
 
     def __repr__(self):
         return f"<pyptx intrinsic {self.intrinsic}>"

@@ -135,3 +135,30 @@ def test_five_dimensional_array_annotation_is_a_clear_type_error():
     with pytest.raises(TypeError, match="no sizes") as info:
         pyptx.f32[4]
     assert not message_problems(str(info.value))
+
+
+def test_intrinsic_called_from_plain_python_is_a_type_error():
+    with pytest.raises(TypeError, match=r"pyptx.syncthreads\(\) can only be used inside") as info:
+        pyptx.syncthreads()
+    assert not message_problems(str(info.value))
+
+
+def _plain(x, n):
+    x[0] = n
+
+
+@pytest.mark.parametrize("options,phrase", [
+    (dict(signature="f33[:], i32"), "did you mean 'f32'?"),
+    (dict(signature="f32[:, :, :, :], i32"), "1 to 3"),
+    (dict(signature="f32[:"), "write it like"),
+    (dict(signature=(float, pyptx.i32)), "float is not a pyptx type"),
+    (dict(signature="f32[:], i32", opt_level=object()), "opt_level must be 0, 1 or 2"),
+    (dict(signature="f32[:], i32", arch=80), "arch='sm_80'"),
+    (dict(signature="f32[:], i32", constexprs={"m": 1}), "constexpr parameters"),
+])
+def test_compile_option_messages(options, phrase):
+    with pytest.raises(pyptx.CompileError) as info:
+        pyptx.compile(_plain, **options)
+    msg = info.value.msg
+    assert phrase in msg, msg
+    assert not message_problems(msg), (message_problems(msg), msg)
