@@ -66,6 +66,9 @@ MORE = [
     ("y = pyptx.vload(x, 0, 3)", "lanes"),
     ("pyptx.vstore(x, 0, (x, x))", "tuple of numbers"),
     ("y = pyptx.vlaod(x, 0, 4)", "did you mean pyptx.vload?"),
+    ("y = pyptx.vload(x, 0, n)", "e.g. pyptx.vload(a, i, 4)"),
+    ("for j in pyptx.range(n, unroll=n):\n    y = j", "unroll=4"),
+    ("for j in pyptx.range(0, n, 0, unroll=2):\n    y = j", "step must not be zero"),
 ]
 MORE_CASES = [(_k(body, extra=_HELPERS), phrase) for body, phrase in MORE] + [
     (HEAD + "async def k(x: f32[:], n: i32):\n    x[0] = 1.0\n", "write def k"),

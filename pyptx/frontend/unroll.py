@@ -39,7 +39,8 @@ def range_call_args(cx, call):
                          f"step=1, unroll=N", call)
         kw[k.arg] = k
     if "step" in kw and len(call.args) == 3:
-        raise cx.err("pyptx.range() got step twice (positionally and as step=)", call)
+        raise cx.err("pyptx.range() got step twice (positionally and as step=); write "
+                     "pyptx.range(start, stop, step, unroll=N)", call)
     args = [cx.expr(a) for a in call.args]
     if "step" in kw:
         if not args:
@@ -53,7 +54,8 @@ def range_call_args(cx, call):
         if isinstance(factor, bool) or not isinstance(factor, int) or not \
                 1 <= factor <= MAX_FACTOR:
             raise cx.err(f"pyptx.range(..., unroll=N) needs a compile-time int N from 1 to "
-                         f"{MAX_FACTOR} (a literal or a pyptx.constexpr), got {factor!r}",
+                         f"{MAX_FACTOR} (a literal or a pyptx.constexpr), got "
+                         f"{arith.describe(factor)}; write e.g. unroll=4",
                          kw["unroll"].value)
     cx.set_loc(call)
     return args, factor
@@ -118,7 +120,8 @@ def lower_unrolled(cx, st, args, factor: int) -> None:
     b = cx.b
     start, stop, step = args
     if is_const(step) and step == 0:
-        raise cx.err("pyptx.range() step must not be zero", st.iter)
+        raise cx.err("pyptx.range() step must not be zero; use e.g. "
+                     "pyptx.range(0, n, 1, unroll=4)", st.iter)
     t, weak = arith.promote_many(cx, args, "range")
     if t.is_bool:
         t = T.i32

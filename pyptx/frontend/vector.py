@@ -33,7 +33,8 @@ def _check(cx, what: str, a, index, n) -> None:
     allowed = _lanes_allowed(a.elem)
     if not isinstance(n, int) or isinstance(n, bool):
         raise cx.err(f"{what}()'s lane count must be a compile-time int (a literal or a "
-                     f"pyptx.constexpr), got {arith.describe(n)}")
+                     f"pyptx.constexpr), got {arith.describe(n)}; write e.g. "
+                     f"pyptx.vload(a, i, 4)")
     if n not in allowed:
         hint = ("; for more bytes, view the array as u32: a.view(u32)"
                 if a.elem.mem_bytes == 1 else "")
