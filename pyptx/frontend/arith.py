@@ -168,7 +168,8 @@ def _tuple_op(cx, op, a, b):
         if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
             return t * n
     raise cx.err(f"tuples support only '+' (concatenation) and '*' by a compile-time int, not "
-                 f"'{SYMBOL[op]}' with {describe(b if isinstance(a, tuple) else a)}")
+                 f"'{SYMBOL[op]}' with {describe(b if isinstance(a, tuple) else a)}; write e.g. "
+                 f"(a, b) + (c,) or (0.0,) * 4, or index the tuple first: t[0] * x")
 
 
 def _fold(cx, op, a, b):

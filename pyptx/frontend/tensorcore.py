@@ -22,13 +22,14 @@ def _half_type(cx, v, what: str) -> T.ScalarType:
     if isinstance(v, str) and v in _HALF_TYPES:
         return _HALF_TYPES[v]
     raise cx.err(f"{what} must be f16 or bf16 (pyptx.f16 / pyptx.bf16 or the string), got "
-                 f"{arith.describe(v)}")
+                 f"{arith.describe(v)}; write e.g. pyptx.f16")
 
 
 def _words(cx, v, n: int, what: str, t: T.ScalarType) -> list:
     if not isinstance(v, tuple) or len(v) != n:
         raise cx.err(f"{what} must be a tuple of {n} {t.name} values, got {arith.describe(v)}"
-                     f"{'' if not isinstance(v, tuple) else f' of length {len(v)}'}")
+                     f"{'' if not isinstance(v, tuple) else f' of length {len(v)}'}; pass "
+                     f"exactly {n} values, e.g. ({', '.join(f'w{k}' for k in range(n))})")
     out = []
     for k, x in enumerate(v):
         xt = scalar_arg(cx, x, f"{what}[{k}]")
@@ -57,15 +58,16 @@ def _mma_sync(cx, a, b, c, atype):
 
 def _shared_view(cx, v, what: str) -> ArrayView:
     if not isinstance(v, ArrayView) or v.space != "shared":
-        raise cx.err(f"{what} must be a shared-memory array (pyptx.shared.array(...)), got "
-                     f"{arith.describe(v)}")
+        raise cx.err(f"{what} must be a shared-memory array, got {arith.describe(v)}; "
+                     f"allocate one with pyptx.shared.array(shape, dtype)")
     return v
 
 
 def _const_int(cx, v, what: str, allowed) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v not in allowed:
         raise cx.err(f"{what} must be a compile-time int, one of "
-                     f"{', '.join(map(str, allowed))}; got {arith.describe(v)}")
+                     f"{', '.join(map(str, allowed))}; got {arith.describe(v)}: write one of "
+                     f"those literals")
     return v
 
 
@@ -74,7 +76,8 @@ def _ldmatrix(cx, smem, idx, count, trans):
     view = _shared_view(cx, smem, "ldmatrix()'s first argument")
     n = _const_int(cx, count, "ldmatrix()'s count", (1, 2, 4))
     if not isinstance(trans, bool):
-        raise cx.err("ldmatrix()'s trans must be the literal True or False")
+        raise cx.err("ldmatrix()'s trans must be the literal True or False; write "
+                     "trans=True or trans=False")
     if view.elem.mem_bytes not in (2, 4):
         raise cx.err(f"ldmatrix() reads 16-bit elements; the array holds {view.elem.name} (use "
                      f"f16, bf16, u16 or i16, or u32 words)")
@@ -101,7 +104,8 @@ def _unpack2(cx, u, dtype):
     ht = _half_type(cx, dtype, "unpack2()'s dtype")
     t = scalar_arg(cx, u, "unpack2()'s word")
     if not t.is_int or t.bits != 32:
-        raise cx.err(f"unpack2() needs a 32-bit integer word, got {t.name}")
+        raise cx.err(f"unpack2() needs a 32-bit integer word, got {t.name}; convert with "
+                     f"u32(x) or reinterpret with pyptx.bitcast(x, u32)")
     w = arith.convert(cx, u, T.u32)
     if ht == T.bf16:        # bf16 is the top half of an f32: no conversion instruction at all
         lo = arith.emit(cx, "shl", [w, make_const(16, T.u32)], T.u32)
@@ -119,7 +123,7 @@ def _cp_async(cx, dst, di, src, si, nbytes):
     dview = _shared_view(cx, dst, "cp_async()'s dst")
     if not isinstance(src, ArrayView) or src.space != "global":
         raise cx.err(f"cp_async()'s src must be a global array (a kernel parameter), got "
-                     f"{arith.describe(src)}")
+                     f"{arith.describe(src)}; pass an array parameter of the kernel")
     n = _const_int(cx, nbytes, "cp_async()'s nbytes", (4, 8, 16))
     dptr = memory.element_ptr(cx, dview, di)
     sptr = memory.element_ptr(cx, src, si)
