@@ -6,7 +6,7 @@ Why this shape:
   the GPU and the CPU executor agree bit for bit, so the CPU test-suite proves the GPU's accuracy.
 * No `a * b` whose single use is an addition: the compiler's FMA contraction would otherwise fuse
   it and change the rounding.  Every fused step is written as `pyptx.math.fma` explicitly.
-* Polynomials are near-minimax fits (tools/mathlib_fit.py) with coefficients that are f32 values;
+* Polynomials are near-minimax fits (tests/tools/mathlib_fit.py) with coefficients that are f32 values;
   range reductions are Cody-Waite with exact fma steps.  Measured errors: docs/math.md.
 """
 from __future__ import annotations
