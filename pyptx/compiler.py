@@ -20,14 +20,18 @@ from .kernel import DeviceFunction, Kernel
 from .frontend.describe import annotation_text, shown
 from .frontend.signature import ArgSpec  # noqa: F401  (re-exported: pyptx.ArgSpec)
 from .ptx import KernelParam  # noqa: F401  (the backend's record, re-exported as pyptx.KernelParam)
+from .target import DEFAULT_ARCH, default_arch  # noqa: F401  (the runtime is never imported)
 
 _ARCH_RE = re.compile(r"^sm_(\d+)(a|f)?$")
-DEFAULT_ARCH = "sm_80"
 
 
 @dataclass
 class CompiledKernel:
-    """The result of `pyptx.compile`: PTX text plus what a launcher needs to call it."""
+    """The result of `pyptx.compile`: PTX text plus what a launcher needs to call it.
+
+    `name` is the entry name the PTX really has (the backend may rename: a non-ASCII or
+    reserved function name); `params` is the entry's `.param` list in order, which launchers
+    fill by position, never by name."""
     ptx: str
     name: str
     arch: str
@@ -155,32 +159,6 @@ def resolve_param_types(py_func, signature=None, arg_types: dict | None = None) 
 
 # ---- arch --------------------------------------------------------------------------------------
 
-_default_arch_cache: list = []
-
-
-def default_arch() -> str:
-    """The current GPU's arch, else sm_80.  Looked up once per process."""
-    if not _default_arch_cache:
-        arch = None
-        if os.environ.get("PYPTX_DEVICE", "auto") != "cpu" and _gpu_may_exist():
-            try:
-                from .runtime.profile import current_arch
-                arch = current_arch()
-            except Exception:  # noqa: BLE001 - no driver / no GPU: fall back
-                arch = None
-        _default_arch_cache.append(arch or DEFAULT_ARCH)
-    return _default_arch_cache[0]
-
-
-def _gpu_may_exist() -> bool:
-    """Cheap pre-check before importing the driver bindings (~30 ms): on Linux an NVIDIA driver
-    always creates /dev/nvidiactl (WSL: /dev/dxg)."""
-    import sys
-    if not sys.platform.startswith("linux"):
-        return True
-    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/dxg")
-
-
 def check_arch(arch: str) -> str:
     m = _ARCH_RE.match(arch or "")
     if not m or int(m.group(1)) < 75:
@@ -244,7 +222,7 @@ def compile_uncached(py_func, types: dict, constexprs: dict, arch: str, opt_leve
     fn.attrs["fma"] = fma
     fn = run_pipeline(fn, opt_level=opt_level, fma=fma)
     mod = emit(fn, arch)
-    ck = CompiledKernel(ptx=mod.text, name=name, arch=arch, params=list(mod.params),
+    ck = CompiledKernel(ptx=mod.text, name=mod.entry or name, arch=arch, params=list(mod.params),
                         signature=list(fn.attrs.get("signature", [])), version=mod.version,
                         _ir_fn=fn)
     for hook in _emit_hooks:

@@ -32,13 +32,23 @@ class Kernel:
     def __init__(self, py_func, *, fma: bool = True, opt_level: int = 2,
                  constexprs: dict | None = None, signature=None, name: str | None = None):
         self.py_func = py_func
-        self.name = name or py_func.__name__
+        self._name = name or py_func.__name__
         self.fma = fma
         self.opt_level = opt_level
         self.constexprs = dict(constexprs or {})
         self.signature = signature
         self._cache: dict = {}          # (arch, types, constexprs, opts) -> CompiledKernel
         functools.update_wrapper(self, py_func)
+
+    @property
+    def name(self) -> str:
+        """The entry name the kernel's PTX has: the function's name, made a valid and unique
+        PTX identifier by the backend's namer (`ядро` → `____`, `param0` → `param0_1`)."""
+        n = self.__dict__.get("_entry_name")
+        if n is None:
+            from .ptx.names import Namer
+            n = self.__dict__["_entry_name"] = Namer()(self._name)
+        return n
 
     def specialize(self, **constexprs) -> "Kernel":
         """A new Kernel with some constexpr parameters fixed: `k.specialize(BLOCK=128)`."""

@@ -5,12 +5,23 @@ It implements the subset pyptx uses with the same calling convention (every call
 "device memory" in numpy byte buffers, reads `kernelParams` through the real `void**` the code
 under test built, and decodes each parameter with the sizes the loaded PTX's `.param` list gives.
 A test can register a Python "kernel body" per entry name to act on device memory.
+
+Where it matters it behaves like the real driver, so bugs that only hardware would show fail
+here too: the current context is per thread (a call that needs one fails with
+CUDA_ERROR_INVALID_CONTEXT in a thread that has none); kernels, async copies and event records
+are queued and run only when something waits (a stream/context/event synchronise, a synchronous
+copy, cuMemFree), so results are invisible until then; launches are validated (grid/block
+limits, the function's register-limited MAX_THREADS_PER_BLOCK, shared memory, parameter bytes);
+cuModuleLoadDataEx runs ptxas on the PTX for the device's arch when one is installed and fails
+with its log like the JIT; every failure is the CUresult the real driver returns.  The queue runs
+in submission order, which is one legal order, so races *between* streams are not detected.
 """
 from __future__ import annotations
 
 import ctypes
 import re
 import struct
+import threading
 
 import numpy as np
 from cuda.bindings import driver as _real
@@ -30,6 +41,10 @@ class LibraryNotFound(Exception):
     """What cuda.bindings raises when libcuda.so is not installed."""
 
 
+class FakeFault(Exception):
+    """A kernel body touched memory outside every allocation (the real GPU's illegal address)."""
+
+
 class Launch:
     """One recorded cuLaunchKernel: geometry, raw parameter bytes and decoded values."""
 
@@ -39,6 +54,51 @@ class Launch:
         self.params = params          # {name: decoded value}
         self.raw = raw                # {name: bytes as the driver would copy them}
         self.pointers = pointers      # {name: host address kernelParams[i] pointed at}
+        self.done = False             # the body ran (the stream reached it)
+
+
+#: calls the real driver refuses with CUDA_ERROR_INVALID_CONTEXT when the calling thread has no
+#: current context (device queries, init, version and context management need none)
+NEEDS_CONTEXT = frozenset({
+    "cuMemAlloc", "cuMemFree", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpyHtoDAsync",
+    "cuMemcpyDtoHAsync", "cuModuleLoadDataEx", "cuLaunchKernel", "cuCtxSynchronize",
+    "cuStreamCreate", "cuStreamDestroy", "cuStreamSynchronize", "cuStreamWaitEvent",
+    "cuStreamQuery", "cuEventCreate", "cuEventDestroy", "cuEventRecord", "cuEventSynchronize",
+    "cuEventQuery", "cuEventElapsedTime", "cuFuncSetAttribute", "cuFuncGetAttribute"})
+
+PARAM_BUFFER_LIMIT = 4096          # bytes of kernel parameters a launch may pass (pre-12.1 rule)
+_ptxas_cache: dict = {}            # (ptx, arch) -> (error log | None, resources dict)
+
+
+def _jit(ptx: str, arch: str):
+    """Run ptxas like the driver's JIT would: (error log or None, {'registers', 'shared_bytes'}).
+    Without a ptxas the PTX is accepted and resources are unknown ({})."""
+    key = (ptx, arch)
+    hit = _ptxas_cache.get(key)
+    if hit is None:
+        from pyptx.errors import ToolchainError
+        from pyptx.toolchain import find_ptxas, parse_resources
+        if find_ptxas() is None:
+            hit = (None, {})
+        else:
+            from pyptx.toolchain import assemble
+            try:
+                m = _ENTRY.search(ptx)
+                hit = (None, parse_resources(assemble(ptx, arch, verbose=True),
+                                             m.group(1) if m else None))
+            except ToolchainError as e:
+                hit = (str(e), {})
+        _ptxas_cache[key] = hit
+    return hit
+
+
+def _max_threads_for(registers: int) -> int:
+    """CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK for a register count (64 Ki registers per block,
+    allocated per warp in units of 256)."""
+    if registers <= 0:
+        return 1024
+    per_warp = -(-registers * 32 // 256) * 256
+    return min(1024, 65536 // per_warp * 32)
 
 
 class FakeDriver:
@@ -46,11 +106,17 @@ class FakeDriver:
     CUjit_option = _real.CUjit_option
     CUdevice_attribute = _real.CUdevice_attribute
     CUfunction_attribute = _real.CUfunction_attribute
+    CUpointer_attribute = _real.CUpointer_attribute
 
     def __init__(self, cc=(8, 0), version=12080, devices=1, name="Fake GPU",
-                 shared_optin=101376, library=True):
+                 shared_optin=101376, library=True, bindings_version=None, record=True,
+                 run_ptxas=True):
         self.cc, self.version, self.devices, self.name = cc, version, devices, name
         self.library = library
+        #: what cuda.bindings.__version__ would say (default: the driver's own major version)
+        self.bindings_version = bindings_version or f"{version // 1000}.0.0"
+        self.record = record          # False: no call log (benchmarks)
+        self.run_ptxas = run_ptxas
         self.attrs = {
             "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR": cc[0],
             "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR": cc[1],
@@ -64,36 +130,91 @@ class FakeDriver:
         self.fail: dict = {}          # function name -> CUresult it returns instead
         self.jit_log = None           # set: cuModuleLoadDataEx fails with this error log
         self.memory: dict = {}        # base address -> np.uint8 buffer
+        self.foreign: dict = {}       # base address -> (device ordinal, nbytes): other GPUs' memory
         self._next = 0x7F00_0000_0000
         self.modules: dict = {}       # handle -> {entry: [(ptx_type, name), ...]}
-        self.functions: dict = {}     # handle -> (entry, params)
+        self.module_resources: dict = {}   # handle -> ptxas resources of its PTX
+        self.module_ctx: dict = {}    # handle -> the context it was loaded in
+        self.function_ctx: dict = {}  # handle -> the context of its module
+        self.functions: dict = {}     # handle -> (entry, params, max threads, static shared)
         self.func_attrs: dict = {}
+        self.max_threads: dict = {}   # entry -> CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK override
         self.bodies: dict = {}        # entry -> callable(fake, launch)
         self.launches: list = []
+        self.pending: list = []       # queued work, in submission order: (stream, thunk, tag)
+        self.sticky = None            # a fault inside a kernel poisons the context, as on a GPU
+        self.streams: set = {0}
+        self.events: dict = {}        # handle -> the pending tag recorded, or None when reached
+        self.contexts = {0xC7000 + d for d in range(devices)}
+        self.primary_refs: dict = {}
+        self._tls = threading.local()
         self.initialised = False
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def _call(self, name, *args):
-        self.calls.append((name, args))
+        if self.record:
+            self.calls.append((name, args))
         if not self.library:
             raise LibraryNotFound('"cuda" is an NVIDIA driver library and can only be found '
                                   'via system search')
+        if name in NEEDS_CONTEXT:
+            if not self.initialised:
+                return R.CUDA_ERROR_NOT_INITIALIZED
+            if not self.current():
+                return R.CUDA_ERROR_INVALID_CONTEXT
         return self.fail.get(name)
 
     def count(self, name) -> int:
         return sum(1 for c in self.calls if c[0] == name)
 
+    def current(self) -> int:
+        """This thread's current context handle (0: none)."""
+        stack = getattr(self._tls, "stack", None)
+        return stack[-1] if stack else 0
+
     def _locate(self, addr, n):
         for base, buf in self.memory.items():
             if base <= addr and addr + n <= base + len(buf):
                 return buf, addr - base
-        raise AssertionError(f"fake device: access [{addr:#x}, +{n}) outside any allocation")
+        raise FakeFault(f"fake device: access [{addr:#x}, +{n}) outside any allocation")
 
     def view(self, addr, dtype, count):
         """A numpy view of emulated device memory (for kernel bodies and asserts)."""
         dt = np.dtype(dtype)
         buf, off = self._locate(addr, dt.itemsize * count)
         return buf[off:off + dt.itemsize * count].view(dt)
+
+    # -- the queue: work becomes visible only when something waits for it --------------------------
+    def _enqueue(self, stream, thunk, tag=None):
+        self.pending.append((int(stream or 0), thunk, tag))
+
+    def _flush(self, upto=None) -> "R":
+        """Run queued work in submission order (a legal order for every stream and the legacy
+        default stream), up to and including item `upto` (all when None)."""
+        if upto is None:
+            upto = len(self.pending) - 1
+        todo, self.pending = self.pending[:upto + 1], self.pending[upto + 1:]
+        for _stream, thunk, tag in todo:
+            if tag is not None and tag in self.events:
+                self.events[tag] = None
+            if thunk is not None and self.sticky is None:
+                try:
+                    thunk()
+                except FakeFault:
+                    self.sticky = R.CUDA_ERROR_ILLEGAL_ADDRESS
+        return self.sticky or R.CUDA_SUCCESS
+
+    def _last_on(self, stream) -> int:
+        s = int(stream or 0)
+        last = -1
+        for i, (st, _t, _g) in enumerate(self.pending):
+            if st == s or st == 0 or s == 0:       # the legacy stream orders with every stream
+                last = i
+        return last
+
+    def run_pending(self):
+        """What a GPU does on its own eventually: finish all queued work."""
+        return self._flush()
 
     # -- errors, init, device --------------------------------------------------------------------
     def cuGetErrorName(self, err):
@@ -119,6 +240,8 @@ class FakeDriver:
 
     def cuDeviceGet(self, ordinal):
         e = self._call("cuDeviceGet", ordinal)
+        if e is None and not 0 <= ordinal < self.devices:
+            e = R.CUDA_ERROR_INVALID_DEVICE
         return (e, None) if e is not None else (R.CUDA_SUCCESS, ordinal)
 
     def cuDeviceGetName(self, length, dev):
@@ -132,14 +255,60 @@ class FakeDriver:
 
     def cuDevicePrimaryCtxRetain(self, dev):
         e = self._call("cuDevicePrimaryCtxRetain", dev)
-        return (e, None) if e is not None else (R.CUDA_SUCCESS, "ctx0")
+        if e is not None:
+            return (e, None)
+        self.primary_refs[dev] = self.primary_refs.get(dev, 0) + 1
+        return (R.CUDA_SUCCESS, 0xC7000 + dev)
+
+    def cuDevicePrimaryCtxRelease(self, dev):
+        e = self._call("cuDevicePrimaryCtxRelease", dev)
+        if e is None:
+            self.primary_refs[dev] = self.primary_refs.get(dev, 0) - 1
+        return (e or R.CUDA_SUCCESS,)
+
+    def _stack(self):
+        stack = getattr(self._tls, "stack", None)
+        if stack is None:
+            stack = self._tls.stack = []
+        return stack
+
+    def cuCtxGetCurrent(self):
+        e = self._call("cuCtxGetCurrent")
+        return (e, None) if e is not None else (R.CUDA_SUCCESS, self.current())
 
     def cuCtxSetCurrent(self, ctx):
         e = self._call("cuCtxSetCurrent", ctx)
+        if e is None:
+            stack = self._stack()
+            if int(ctx or 0) == 0:
+                if stack:
+                    stack.pop()
+            elif stack:
+                stack[-1] = int(ctx)
+            else:
+                stack.append(int(ctx))
         return (e or R.CUDA_SUCCESS,)
 
+    def cuCtxPushCurrent(self, ctx):
+        e = self._call("cuCtxPushCurrent", ctx)
+        if e is None:
+            if int(ctx) not in self.contexts:
+                return (R.CUDA_ERROR_INVALID_CONTEXT,)
+            self._stack().append(int(ctx))
+        return (e or R.CUDA_SUCCESS,)
+
+    def cuCtxPopCurrent(self):
+        e = self._call("cuCtxPopCurrent")
+        if e is not None:
+            return (e, None)
+        stack = self._stack()
+        if not stack:
+            return (R.CUDA_ERROR_INVALID_CONTEXT, None)
+        return (R.CUDA_SUCCESS, stack.pop())
+
     def cuCtxSynchronize(self):
-        return (self._call("cuCtxSynchronize") or R.CUDA_SUCCESS,)
+        e = self._call("cuCtxSynchronize")
+        return (e or self._flush(),)
 
     # -- modules -----------------------------------------------------------------------------------
     def cuModuleLoadDataEx(self, image, n, options, values):
@@ -147,15 +316,21 @@ class FakeDriver:
         assert isinstance(image, bytes) and image.endswith(b"\0"), "PTX must be NUL-terminated"
         assert n == len(options) == len(values)
         opts = dict(zip(options, values))
+        log = None
         if e is None and self.jit_log is not None:
-            e = R.CUDA_ERROR_INVALID_PTX
+            e, log = R.CUDA_ERROR_INVALID_PTX, self.jit_log
         ptx = image[:-1].decode()
         m = _VERSION.search(ptx)
         max_ptx = (self.version // 1000 - 4, (self.version % 1000) // 10)
         if e is None and m and (int(m.group(1)), int(m.group(2))) > max_ptx:
             e = R.CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+        resources = {}
+        if e is None and self.run_ptxas:
+            log, resources = _jit(ptx, f"sm_{self.cc[0]}{self.cc[1]}")
+            if log is not None:
+                e = R.CUDA_ERROR_INVALID_PTX
         if e is not None:
-            log = (self.jit_log or "ptxas fatal: fake error").encode()
+            log = (log or "ptxas fatal: fake error").encode()
             buf = opts.get(self.CUjit_option.CU_JIT_ERROR_LOG_BUFFER)
             size = opts.get(self.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, 0)
             if buf is not None:
@@ -166,30 +341,61 @@ class FakeDriver:
         handle = f"module{len(self.modules)}"
         self.modules[handle] = {name: _PARAM.findall(body)
                                 for name, body in _ENTRY.findall(ptx)}
+        self.module_resources[handle] = resources
+        self.module_ctx[handle] = self.current()
         return (R.CUDA_SUCCESS, handle)
 
     def cuModuleGetFunction(self, module, name):
         e = self._call("cuModuleGetFunction", module, name)
         if e is not None:
             return (e, None)
+        if module not in self.modules:
+            return (R.CUDA_ERROR_INVALID_HANDLE, None)
         entry = name.decode()
         if entry not in self.modules[module]:
             return (R.CUDA_ERROR_NOT_FOUND, None)
+        res = self.module_resources.get(module, {})
         handle = f"func{len(self.functions)}"
-        self.functions[handle] = (entry, self.modules[module][entry])
+        threads = self.max_threads.get(entry, _max_threads_for(res.get("registers", 0)))
+        self.functions[handle] = (entry, self.modules[module][entry], threads,
+                                  res.get("shared_bytes", 0))
+        self.function_ctx[handle] = self.module_ctx.get(module)
         return (R.CUDA_SUCCESS, handle)
 
     def cuFuncSetAttribute(self, func, attr, value):
         e = self._call("cuFuncSetAttribute", func, attr, value)
+        if e is None and func not in self.functions:
+            e = R.CUDA_ERROR_INVALID_HANDLE
+        if e is None and attr == self.CUfunction_attribute.\
+                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+            static = self.functions[func][3]
+            if value + static > self.attrs["CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"]:
+                e = R.CUDA_ERROR_INVALID_VALUE
         if e is None:
             self.func_attrs[(func, attr)] = value
         return (e or R.CUDA_SUCCESS,)
+
+    def cuFuncGetAttribute(self, attr, func):
+        e = self._call("cuFuncGetAttribute", attr, func)
+        if e is None and func not in self.functions:
+            e = R.CUDA_ERROR_INVALID_HANDLE
+        if e is not None:
+            return (e, None)
+        fa = self.CUfunction_attribute
+        _entry, _params, threads, static = self.functions[func]
+        if attr == fa.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+            return (R.CUDA_SUCCESS, threads)
+        if attr == fa.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+            return (R.CUDA_SUCCESS, static)
+        return (R.CUDA_SUCCESS, self.func_attrs.get((func, attr), 0))
 
     # -- memory --------------------------------------------------------------------------------------
     def cuMemAlloc(self, n):
         e = self._call("cuMemAlloc", n)
         if e is not None:
             return (e, None)
+        if n == 0:
+            return (R.CUDA_ERROR_INVALID_VALUE, None)
         base = self._next
         self._next += (n + 255) // 256 * 256 + 256
         self.memory[base] = np.full(n, 0xAB, np.uint8)      # garbage, like real memory
@@ -198,56 +404,163 @@ class FakeDriver:
     def cuMemFree(self, ptr):
         e = self._call("cuMemFree", ptr)
         if e is None:
+            self._flush()                                  # cuMemFree synchronises
+            if int(ptr) not in self.memory:
+                return (R.CUDA_ERROR_INVALID_VALUE,)
             del self.memory[int(ptr)]
         return (e or R.CUDA_SUCCESS,)
 
+    def _htod(self, dst, data):
+        buf, off = self._locate(int(dst), len(data))
+        buf[off:off + len(data)] = np.frombuffer(data, np.uint8)
+
+    def _dtoh(self, dst, src, n):
+        buf, off = self._locate(int(src), n)
+        ctypes.memmove(dst, buf[off:off + n].tobytes(), n)
+
+    def _check_range(self, addr, n):
+        try:
+            self._locate(int(addr), n)
+            return None
+        except FakeFault:
+            return R.CUDA_ERROR_INVALID_VALUE
+
     def cuMemcpyHtoD(self, dst, src, n):
-        e = self._call("cuMemcpyHtoD", dst, src, n)
+        e = self._call("cuMemcpyHtoD", dst, src, n) or self._check_range(dst, n)
         if e is None:
-            buf, off = self._locate(int(dst), n)
-            buf[off:off + n] = np.frombuffer(ctypes.string_at(src, n), np.uint8)
-        return (e or R.CUDA_SUCCESS,)
+            e = self._flush()
+            if e == R.CUDA_SUCCESS:
+                self._htod(dst, ctypes.string_at(src, n))
+        return (e,)
 
     def cuMemcpyDtoH(self, dst, src, n):
-        e = self._call("cuMemcpyDtoH", dst, src, n)
+        e = self._call("cuMemcpyDtoH", dst, src, n) or self._check_range(src, n)
         if e is None:
-            buf, off = self._locate(int(src), n)
-            ctypes.memmove(dst, buf[off:off + n].tobytes(), n)
-        return (e or R.CUDA_SUCCESS,)
+            e = self._flush()
+            if e == R.CUDA_SUCCESS:
+                self._dtoh(dst, src, n)
+        return (e,)
 
     def cuMemcpyHtoDAsync(self, dst, src, n, stream):
-        r = self.cuMemcpyHtoD(dst, src, n)
-        self.calls[-1] = ("cuMemcpyHtoDAsync", (dst, src, n, stream))
-        return r
+        e = self._call("cuMemcpyHtoDAsync", dst, src, n, stream) or self._check_range(dst, n)
+        if e is None:
+            data = ctypes.string_at(src, n)     # pageable memory is staged before the call returns
+            self._enqueue(stream, lambda: self._htod(dst, data))
+        return (e or R.CUDA_SUCCESS,)
 
     def cuMemcpyDtoHAsync(self, dst, src, n, stream):
-        r = self.cuMemcpyDtoH(dst, src, n)
-        self.calls[-1] = ("cuMemcpyDtoHAsync", (dst, src, n, stream))
-        return r
+        e = self._call("cuMemcpyDtoHAsync", dst, src, n, stream) or self._check_range(src, n)
+        if e is None:
+            self._enqueue(stream, lambda: self._dtoh(dst, src, n))
+        return (e or R.CUDA_SUCCESS,)
+
+    def cuPointerGetAttribute(self, attr, ptr):
+        e = self._call("cuPointerGetAttribute", attr, ptr)
+        if e is not None:
+            return (e, None)
+        p = int(ptr)
+        if attr != self.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+            return (R.CUDA_ERROR_INVALID_VALUE, None)
+        for base, (dev, n) in self.foreign.items():
+            if base <= p < base + n:
+                return (R.CUDA_SUCCESS, dev)
+        for base, buf in self.memory.items():
+            if base <= p < base + len(buf):
+                return (R.CUDA_SUCCESS, 0)
+        return (R.CUDA_ERROR_INVALID_VALUE, None)           # not memory the driver knows
 
     # -- streams and events --------------------------------------------------------------------------
     def cuStreamCreate(self, flags):
         e = self._call("cuStreamCreate", flags)
-        return (e, None) if e is not None else (R.CUDA_SUCCESS, 0x5000 + len(self.calls))
+        if e is not None:
+            return (e, None)
+        h = 0x5000 + len(self.streams)
+        while h in self.streams:
+            h += 1
+        self.streams.add(h)
+        return (R.CUDA_SUCCESS, h)
+
+    def _stream_ok(self, stream):
+        return int(stream or 0) in self.streams or int(stream or 0) in (1, 2)
 
     def cuStreamSynchronize(self, stream):
-        return (self._call("cuStreamSynchronize", stream) or R.CUDA_SUCCESS,)
+        e = self._call("cuStreamSynchronize", stream)
+        if e is None and not self._stream_ok(stream):
+            e = R.CUDA_ERROR_INVALID_HANDLE
+        return (e or self._flush(self._last_on(stream)),)
+
+    def cuStreamQuery(self, stream):
+        e = self._call("cuStreamQuery", stream)
+        if e is None and self._last_on(stream) >= 0:
+            e = R.CUDA_ERROR_NOT_READY
+        return (e or self.sticky or R.CUDA_SUCCESS,)
 
     def cuStreamDestroy(self, stream):
-        return (self._call("cuStreamDestroy", stream) or R.CUDA_SUCCESS,)
+        e = self._call("cuStreamDestroy", stream)
+        if e is None and int(stream or 0) not in self.streams - {0}:
+            e = R.CUDA_ERROR_INVALID_HANDLE
+        if e is None:
+            self.streams.discard(int(stream))
+        return (e or R.CUDA_SUCCESS,)
+
+    def cuStreamWaitEvent(self, stream, event, flags):
+        e = self._call("cuStreamWaitEvent", stream, event, flags)
+        if e is None and (event not in self.events or not self._stream_ok(stream)):
+            e = R.CUDA_ERROR_INVALID_HANDLE
+        return (e or R.CUDA_SUCCESS,)      # the queue runs in submission order: already ordered
 
     def cuEventCreate(self, flags):
         e = self._call("cuEventCreate", flags)
-        return (e, None) if e is not None else (R.CUDA_SUCCESS, len(self.calls))
+        if e is not None:
+            return (e, None)
+        h = 0xE000 + len(self.calls) + len(self.events)
+        while h in self.events:
+            h += 1
+        self.events[h] = None
+        return (R.CUDA_SUCCESS, h)
+
+    def cuEventDestroy(self, event):
+        e = self._call("cuEventDestroy", event)
+        if e is None and event not in self.events:
+            e = R.CUDA_ERROR_INVALID_HANDLE
+        if e is None:
+            del self.events[event]
+        return (e or R.CUDA_SUCCESS,)
 
     def cuEventRecord(self, event, stream):
-        return (self._call("cuEventRecord", event, stream) or R.CUDA_SUCCESS,)
+        e = self._call("cuEventRecord", event, stream)
+        if e is None and (event not in self.events or not self._stream_ok(stream)):
+            e = R.CUDA_ERROR_INVALID_HANDLE
+        if e is None:
+            tag = object()
+            self._enqueue(stream, None, tag=event)
+            self.events[event] = tag
+        return (e or R.CUDA_SUCCESS,)
+
+    def _event_index(self, event) -> int:
+        return max((i for i, (_s, _t, tag) in enumerate(self.pending) if tag == event),
+                   default=-1)
 
     def cuEventSynchronize(self, event):
-        return (self._call("cuEventSynchronize", event) or R.CUDA_SUCCESS,)
+        e = self._call("cuEventSynchronize", event)
+        if e is None and event not in self.events:
+            e = R.CUDA_ERROR_INVALID_HANDLE
+        return (e or self._flush(self._event_index(event)),)
+
+    def cuEventQuery(self, event):
+        e = self._call("cuEventQuery", event)
+        if e is None and event not in self.events:
+            e = R.CUDA_ERROR_INVALID_HANDLE
+        if e is None and self._event_index(event) >= 0:
+            e = R.CUDA_ERROR_NOT_READY
+        return (e or R.CUDA_SUCCESS,)
 
     def cuEventElapsedTime(self, start, end):
         e = self._call("cuEventElapsedTime", start, end)
+        if e is None and (start not in self.events or end not in self.events):
+            e = R.CUDA_ERROR_INVALID_HANDLE
+        if e is None and (self._event_index(start) >= 0 or self._event_index(end) >= 0):
+            e = R.CUDA_ERROR_NOT_READY
         return (e, None) if e is not None else (R.CUDA_SUCCESS, 0.25 * (end - start))
 
     # -- launch ----------------------------------------------------------------------------------------
@@ -256,20 +569,41 @@ class FakeDriver:
                        kernel_params, extra)
         if e is not None:
             return (e,)
-        entry, params = self.functions[f]
-        assert isinstance(kernel_params, int) and (kernel_params or not params)
+        if self.sticky is not None:
+            return (self.sticky,)
+        if f not in self.functions or not self._stream_ok(stream) or \
+                self.function_ctx[f] != self.current():      # a function of another context
+            return (R.CUDA_ERROR_INVALID_HANDLE,)
+        entry, params, max_threads, static = self.functions[f]
+        optin = self.func_attrs.get(
+            (f, self.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES), 0)
+        if (min(gx, gy, gz, bx, by, bz) < 1 or bx > 1024 or by > 1024 or bz > 64
+                or bx * by * bz > 1024 or gx > 2**31 - 1 or gy > 65535 or gz > 65535
+                or shared > max(optin, 49152 - static)):
+            return (R.CUDA_ERROR_INVALID_VALUE,)
+        if bx * by * bz > max_threads:
+            return (R.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,)
+        if sum(_PARAM_SIZE[t] for t, _n in params) > PARAM_BUFFER_LIMIT:
+            return (R.CUDA_ERROR_INVALID_VALUE,)
+        if not isinstance(kernel_params, int) or (params and not kernel_params):
+            return (R.CUDA_ERROR_INVALID_VALUE,)
         decoded, raw, pointers = {}, {}, {}
         for i, (ptype, name) in enumerate(params):
             p = ctypes.c_void_p.from_address(kernel_params + 8 * i).value
-            data = ctypes.string_at(p, _PARAM_SIZE[ptype])
+            data = ctypes.string_at(p, _PARAM_SIZE[ptype])   # the driver copies the values now
             pointers[name], raw[name] = p, data
             decoded[name] = struct.unpack(_PARAM_FMT[ptype], data)[0]
         launch = Launch(entry, (gx, gy, gz), (bx, by, bz), shared, stream, decoded, raw,
                         pointers)
-        self.launches.append(launch)
+        if self.record:
+            self.launches.append(launch)
         body = self.bodies.get(entry)
-        if body is not None:
-            body(self, launch)
+
+        def run():
+            if body is not None:
+                body(self, launch)
+            launch.done = True
+        self._enqueue(stream, run)
         return (R.CUDA_SUCCESS,)
 
 

@@ -313,9 +313,11 @@ def test_gpu_launch_with_a_dlpack_argument(fake, monkeypatch):
     assert launch.params["x"] == dx.device_pointer and launch.params["out"] == dout.device_pointer
     assert launch.params["x_shape0"] == n
     assert fake.count("cuMemcpyHtoD") + fake.count("cuMemcpyDtoH") == copies    # in place
+    assert dlpack.live_exports() == n0 + 2                  # the kernel may still read them
+    driver.synchronize()
+    assert dlpack.live_exports() == n0                      # deleters ran once it finished
     np.testing.assert_array_equal(dout.copy_to_host(), xs * np.float32(3.0))
     assert px.streams == [1] and pout.streams == [1]        # legacy default stream
-    assert dlpack.live_exports() == n0                      # deleters ran after the launch
     s = driver.Stream()
     scale[1, 64](pout, px, 1.0, n, stream=s)
     assert px.streams[-1] == s.handle and fake.launches[-1].stream == s.handle

@@ -82,9 +82,9 @@ def test_packer_layout_is_computed_once_per_compiled_kernel(fake, monkeypatch):
     use_compiled(monkeypatch, ck)
     x = np.ones((2, 2), np.float32)
     mixed[1, 1](x, True, 1.0, 1, 1.0, 1, 1, 1, 1)
-    packer = ck.__dict__["_pyptx_gpu_plan"].packer
+    packer = ck.__dict__["_pyptx_gpu_launcher"].packer
     mixed[1, 1](x, False, 2.0, 2, 2.0, 2, 2, 2, 2)
-    assert ck.__dict__["_pyptx_gpu_plan"].packer is packer
+    assert ck.__dict__["_pyptx_gpu_launcher"].packer is packer
     assert fake.launches[1].params["n"] == 2 and fake.launches[1].params["flag"] == 0
 
 
@@ -128,14 +128,19 @@ def test_launch_failure_carries_the_error_name_and_frees_temporaries(fake, monke
     with pytest.raises(DeviceError) as ei:
         scale[1, 64](np.empty_like(x), x, 2.0, 64)
     assert ei.value.error_name == err and err in str(ei.value)
-    assert fake.memory == {}                  # staged copies freed on the error path
+    assert driver.context().pool.in_use_bytes == 0      # staging buffers back in the pool
+    driver.free_cached_memory()
+    assert fake.memory == {}
 
 
 @pytest.mark.parametrize("call, err", [
-    ("cuMemAlloc", "CUDA_ERROR_OUT_OF_MEMORY"), ("cuMemcpyHtoD", "CUDA_ERROR_ILLEGAL_ADDRESS"),
-    ("cuMemcpyDtoH", "CUDA_ERROR_LAUNCH_FAILED"), ("cuModuleGetFunction", "CUDA_ERROR_NOT_FOUND"),
-    ("cuCtxSynchronize", "CUDA_ERROR_LAUNCH_TIMEOUT"), ("cuDeviceGetAttribute",
-                                                         "CUDA_ERROR_INVALID_DEVICE"),
+    ("cuMemAlloc", "CUDA_ERROR_OUT_OF_MEMORY"),
+    ("cuMemcpyHtoDAsync", "CUDA_ERROR_ILLEGAL_ADDRESS"),
+    ("cuMemcpyDtoHAsync", "CUDA_ERROR_LAUNCH_FAILED"),
+    ("cuModuleGetFunction", "CUDA_ERROR_NOT_FOUND"),
+    ("cuStreamSynchronize", "CUDA_ERROR_LAUNCH_TIMEOUT"),
+    ("cuFuncGetAttribute", "CUDA_ERROR_INVALID_HANDLE"),
+    ("cuDeviceGetAttribute", "CUDA_ERROR_INVALID_DEVICE"),
 ])
 def test_every_driver_call_checks_its_result(fake, monkeypatch, call, err):
     use_compiled(monkeypatch, hand_compiled("scale", SCALE))
@@ -198,11 +203,15 @@ def test_module_is_loaded_once_and_copies_follow_writability(fake, monkeypatch):
         np.testing.assert_array_equal(out, x_before * np.float32(a))
     assert np.array_equal(x, x_before)
     assert fake.count("cuModuleLoadDataEx") == 1 and fake.count("cuModuleGetFunction") == 1
-    assert fake.count("cuMemcpyHtoD") == 4 and fake.count("cuMemcpyDtoH") == 2
-    dtoh_src = [c[1][1] for c in fake.calls if c[0] == "cuMemcpyDtoH"]
+    assert fake.count("cuMemcpyHtoDAsync") == 4 and fake.count("cuMemcpyDtoHAsync") == 2
+    dtoh_src = [c[1][1] for c in fake.calls if c[0] == "cuMemcpyDtoHAsync"]
     out_ptrs = [ln.params["out"] for ln in fake.launches]
     assert dtoh_src == out_ptrs                # only the written array comes back
-    assert fake.memory == {}                   # and every staging buffer was freed
+    # the second launch reused the first one's staging buffers: no allocation, no free
+    assert fake.count("cuMemAlloc") == 2 and fake.count("cuMemFree") == 0
+    assert fake.count("cuCtxSynchronize") == 0 and fake.count("cuStreamSynchronize") == 2
+    driver.free_cached_memory()
+    assert fake.memory == {}
 
 
 def test_same_array_twice_is_one_buffer(fake, monkeypatch):
@@ -276,6 +285,8 @@ def test_cuda_array_interface_objects_are_used_in_place(fake, monkeypatch):
     fake.view(px, np.float32, n)[:] = xs
     scale[1, 64](ForeignGpuArray(po, (n,), "<f4", (4,)), ForeignGpuArray(px, (n,), "<f4"), 0.5, n)
     assert fake.launches[0].params["out"] == po and fake.launches[0].params["x"] == px
+    assert not fake.launches[0].done           # asynchronous, like a CUDA launch
+    driver.synchronize()
     np.testing.assert_array_equal(fake.view(po, np.float32, n), xs * np.float32(0.5))
     assert fake.count("cuMemcpyHtoD") == 0 and fake.count("cuMemcpyDtoH") == 0
     with pytest.raises(LaunchError, match="'x'.*non-contiguous"):

@@ -144,6 +144,35 @@ def test_real_driver_fallback_when_absent(install):
     assert profile.current_arch() is None
 
 
+#: a hand-written kernel for the real-driver launch test (independent of the compiler)
+ADD1_PTX = """.version 7.0
+.target sm_75
+.address_size 64
+.visible .entry add1(.param .u64 out, .param .s32 out_shape0, .param .u64 x,
+                     .param .s32 x_shape0, .param .f32 a)
+{
+    .reg .pred %p; .reg .b32 %r<5>; .reg .b64 %rd<6>; .reg .f32 %f<3>;
+    ld.param.u64 %rd1, [out]; ld.param.u64 %rd2, [x]; ld.param.s32 %r1, [x_shape0];
+    ld.param.f32 %f1, [a];
+    mov.u32 %r2, %tid.x; mov.u32 %r3, %ctaid.x; mov.u32 %r4, %ntid.x;
+    mad.lo.s32 %r2, %r3, %r4, %r2;
+    setp.ge.s32 %p, %r2, %r1; @%p bra DONE;
+    mul.wide.s32 %rd3, %r2, 4; add.s64 %rd4, %rd2, %rd3; add.s64 %rd5, %rd1, %rd3;
+    ld.global.f32 %f2, [%rd4]; add.rn.f32 %f2, %f2, %f1; st.global.f32 [%rd5], %f2;
+DONE:
+    ret;
+}
+"""
+
+
+def test_handwritten_ptx_is_valid():
+    """The PTX the real-GPU test loads must itself be valid (ptxas checks what the JIT would)."""
+    from pyptx.toolchain import assemble, find_ptxas
+    if find_ptxas() is None:
+        pytest.skip("no ptxas")
+    assemble(ADD1_PTX, "sm_75")
+
+
 gpu = pytest.mark.gpu
 needs_gpu = pytest.mark.skipif("not _real_gpu_present()", reason="no CUDA GPU")
 
@@ -166,25 +195,7 @@ def test_real_gpu_handwritten_ptx_launch(install):
     install(None, "gpu")
     from pyptx.compiler import ArgSpec, CompiledKernel, KernelParam
     from pyptx.runtime import gpu as G
-    ptx = """.version 7.0
-.target sm_75
-.address_size 64
-.visible .entry add1(.param .u64 out, .param .s32 out_shape0, .param .u64 x,
-                     .param .s32 x_shape0, .param .f32 a)
-{
-    .reg .pred %p; .reg .b32 %r<4>; .reg .b64 %rd<6>; .reg .f32 %f<3>;
-    ld.param.u64 %rd1, [out]; ld.param.u64 %rd2, [x]; ld.param.s32 %r1, [x_shape0];
-    ld.param.f32 %f1, [a];
-    mov.u32 %r2, %tid.x; mov.u32 %r3, %ctaid.x; mov.u32 %r4, %ntid.x;
-    mad.lo.s32 %r2, %r3, %r4, %r2;
-    setp.ge.s32 %p, %r2, %r1; @%p bra DONE;
-    mul.wide.s32 %rd3, %r2, 4; add.s64 %rd4, %rd2, %rd3; add.s64 %rd5, %rd1, %rd3;
-    ld.global.f32 %f2, [%rd4]; add.rn.f32 %f2, %f2, %f1; st.global.f32 [%rd5], %f2;
-DONE:
-    ret;
-}
-"""
-    ck = CompiledKernel(ptx=ptx, name="add1", arch="sm_75",
+    ck = CompiledKernel(ptx=ADD1_PTX, name="add1", arch="sm_75",
                         params=[KernelParam("out", "u64"), KernelParam("out_shape0", "s32"),
                                 KernelParam("x", "u64"), KernelParam("x_shape0", "s32"),
                                 KernelParam("a", "f32")],

@@ -18,7 +18,8 @@ from . import driver
 class DeviceArray:
     """A C-contiguous array on the launch device.  Build it with `pyptx.to_device`."""
 
-    __slots__ = ("shape", "dtype", "_host", "_ptr", "_nbytes", "__weakref__", "_finalizer")
+    __slots__ = ("shape", "dtype", "_host", "_ptr", "_nbytes", "__weakref__", "_finalizer",
+                 "_freed")
 
     def __init__(self, shape, dtype, *, host: np.ndarray | None = None, ptr: int = 0):
         self.shape = tuple(int(s) for s in shape)
@@ -27,8 +28,11 @@ class DeviceArray:
         self._ptr = ptr                # GPU device: the device address (0 for an empty array)
         self._nbytes = self.size * self.dtype.itemsize
         self._finalizer = None
+        self._freed = False
         if ptr:
-            self._finalizer = weakref.finalize(self, driver.mem_free, ptr, driver.context())
+            # never raises, from whatever thread the garbage collector runs it in
+            self._finalizer = weakref.finalize(self, driver.release_quietly, ptr,
+                                               driver.context())
 
     # -- numpy-like description --------------------------------------------------------------
     @property
@@ -67,8 +71,13 @@ class DeviceArray:
         return f"<pyptx.DeviceArray shape={self.shape} dtype={self.dtype} on {where}>"
 
     # -- transfers -----------------------------------------------------------------------------
+    def _check_live(self) -> None:
+        if self._freed:
+            raise ValueError("this DeviceArray was freed (DeviceArray.free()); it has no data")
+
     def copy_to_host(self, out: np.ndarray | None = None) -> np.ndarray:
         """A new numpy array with the contents (or fill `out`, same shape/dtype, C-contiguous)."""
+        self._check_live()
         if out is None:
             out = np.empty(self.shape, self.dtype)
         elif (out.shape != self.shape or out.dtype != self.dtype
@@ -83,6 +92,7 @@ class DeviceArray:
 
     def copy_from_host(self, arr) -> None:
         """Overwrite the contents with `arr` (same shape and dtype)."""
+        self._check_live()
         arr = np.ascontiguousarray(arr)
         if arr.shape != self.shape or arr.dtype != self.dtype:
             raise ValueError(f"copy_from_host needs a {self.dtype} array of shape {self.shape}, "
@@ -93,10 +103,12 @@ class DeviceArray:
             driver.memcpy_htod(self._ptr, arr.ctypes.data, self._nbytes)
 
     def free(self) -> None:
-        """Release the device memory now (the object is unusable afterwards)."""
+        """Release the device memory now (the object is unusable afterwards: launching with it
+        is a LaunchError, copying from or to it a ValueError)."""
         if self._finalizer is not None:
             self._finalizer()
         self._ptr = 0
+        self._freed = True
 
     # -- interop ---------------------------------------------------------------------------------
     @property

@@ -6,15 +6,18 @@ kernel-parameter buffers have to live somewhere; and the driver object must be s
 whole GPU path is testable without a GPU (`set_driver(fake)`).
 
 Nothing here runs at import time: `cuda.bindings.driver` is imported and `cuInit(0)` called on the
-first GPU use.
+first GPU use.  Every call that needs a context makes ours current for the calling thread first
+(`Context.enter`), so other threads, finalizers and other CUDA libraries are safe.
 """
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
 import threading
+import weakref
 
-from ..errors import DeviceError
+from ..errors import DeviceError, LaunchError
 
 JIT_LOG_BYTES = 16 * 1024
 STATIC_SHARED_LIMIT = 48 * 1024     # above this (static + dynamic) a function must opt in
@@ -58,6 +61,9 @@ def set_driver(drv):
 def reset() -> None:
     """Forget every per-process driver state (context, module cache, profile, device choice)."""
     with _lock:
+        ctx = _state.get("ctx")
+        if ctx is not None:
+            ctx.alive = False
         _state.clear()
         from . import profile
         profile._profile_cache.clear()
@@ -116,11 +122,23 @@ def driver_version() -> int:
     return int(check(res, "cuDriverGetVersion", drv))
 
 
+def bindings_version(drv) -> str | None:
+    """The cuda-python bindings' version ('13.0.1'); a test double says its own."""
+    v = getattr(drv, "bindings_version", None)
+    if v is None:
+        try:
+            import cuda.bindings
+            v = cuda.bindings.__version__
+        except Exception:  # noqa: BLE001
+            return None
+    return str(v)
+
+
 def context() -> "Context":
     """The process's CUDA context (primary context of device 0), created on first use.
 
-    Raises DeviceError saying why there is none (no driver, no device, init failure); the
-    failure is remembered so later calls are cheap."""
+    Raises DeviceError saying why there is none (no driver, no device, init failure, a forked
+    child of a process that used CUDA); the failure is remembered so later calls are cheap."""
     ctx = _state.get("ctx")
     if ctx is not None:
         return ctx
@@ -138,6 +156,14 @@ def context() -> "Context":
 
 def _create_context() -> "Context":
     drv = get_driver()
+    version = driver_version()           # DeviceError "no CUDA driver" when libcuda is missing
+    bv = bindings_version(drv)
+    if bv and bv.split(".")[0].isdigit() and int(bv.split(".")[0]) > version // 1000:
+        major = bv.split(".")[0]
+        raise DeviceError(f"cuda-python {bv} needs a CUDA {major}.x driver, but the installed "
+                          f"driver is CUDA {version // 1000}.{version % 1000 // 10}: install "
+                          f"cuda-python<{major} (pip install 'cuda-python<{major}') or update "
+                          f"the NVIDIA driver", error_name="CUDA_ERROR_INSUFFICIENT_DRIVER")
     try:
         res = drv.cuInit(0)
     except Exception as e:  # noqa: BLE001 - libcuda missing: DynamicLibNotFoundError, OSError
@@ -151,6 +177,26 @@ def _create_context() -> "Context":
         raise DeviceError("no CUDA device: the driver reports 0 devices",
                           error_name="CUDA_ERROR_NO_DEVICE")
     return Context(drv, 0)
+
+
+def _after_fork_in_child() -> None:
+    """CUDA cannot be used in a child forked after the parent initialised it: say so clearly
+    (instead of CUDA_ERROR_INITIALIZATION_ERROR at some later call), and never free the
+    parent's memory from the child."""
+    ctx = _state.get("ctx")
+    if ctx is None:
+        return
+    ctx.alive = False
+    _state.clear()
+    _state["error"] = DeviceError(
+        "this process was forked after its parent used the GPU, and CUDA cannot be used in "
+        "such a child; start worker processes with multiprocessing's 'spawn' (or "
+        "'forkserver') method, or do all GPU work in the children",
+        error_name="CUDA_ERROR_INITIALIZATION_ERROR")
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def probe() -> str | None:
@@ -177,24 +223,62 @@ _ATTRIBUTES = {
 
 
 class Context:
-    """A retained primary context plus everything cached in it (modules, functions)."""
+    """A retained primary context plus everything cached in it (modules, functions, the
+    staging-memory pool, internal events, work whose completion releases something).
+
+    The current context is per thread and other libraries (CuPy, PyTorch) switch it, so every
+    driver call that needs it runs between `enter()` and `leave()`: one cuCtxGetCurrent; if no
+    context is current in this thread ours is made current (cuCtxSetCurrent), if another is,
+    ours is pushed for the call and popped after (the other library's state is left as found).
+    """
 
     def __init__(self, drv, ordinal: int):
         self.drv = drv
+        self.ordinal = ordinal
         self.device = check(drv.cuDeviceGet(ordinal), "cuDeviceGet", drv)
         self.handle = check(drv.cuDevicePrimaryCtxRetain(self.device),
                             "cuDevicePrimaryCtxRetain", drv)
-        self._current = threading.local()
-        self.make_current()
+        self.handle_int = int(self.handle)
+        self.success = drv.CUresult.CUDA_SUCCESS
         self.functions: dict = {}      # (ptx text, entry) -> Function
         self.modules: dict = {}        # ptx text -> CUmodule
         self.alive = True
+        self.pid = os.getpid()
+        from .devmem import MemoryPool
+        self.pool = MemoryPool(self)
+        self._events: list = []        # idle internal events (timing disabled)
+        self.deferred: list = []       # (event, callbacks): run once the event has completed
+        pushed = self.enter()          # a first check that the context is usable here
+        self.leave(pushed)
 
-    def make_current(self) -> None:
-        """cuCtxSetCurrent once per thread (the current context is per thread)."""
-        if not getattr(self._current, "set", False):
-            check(self.drv.cuCtxSetCurrent(self.handle), "cuCtxSetCurrent", self.drv)
-            self._current.set = True
+    # -- the current context ------------------------------------------------------------------
+    def enter(self) -> bool:
+        """Make this context current for the calling thread; True when it was pushed (then
+        `leave(True)` pops it).  Raises DeviceError."""
+        drv = self.drv
+        res = drv.cuCtxGetCurrent()
+        if res[0] == self.success:
+            cur = int(res[1] or 0)
+            if cur == self.handle_int:
+                return False
+            if cur == 0:
+                check(drv.cuCtxSetCurrent(self.handle), "cuCtxSetCurrent", drv)
+                return False
+        check(drv.cuCtxPushCurrent(self.handle), "cuCtxPushCurrent", drv)
+        return True
+
+    def leave(self, pushed: bool) -> None:
+        if pushed:
+            self.drv.cuCtxPopCurrent()
+
+    def call(self, what: str, fn, *args):
+        """`check(fn(*args))` with this context current."""
+        pushed = self.enter()
+        try:
+            return check(fn(*args), what, self.drv)
+        finally:
+            if pushed:
+                self.drv.cuCtxPopCurrent()
 
     def attributes(self) -> dict:
         drv = self.drv
@@ -211,6 +295,41 @@ class Context:
             raw = bytes(raw).split(b"\0", 1)[0].decode(errors="replace")
         return str(raw).strip()
 
+    # -- internal events and deferred work ------------------------------------------------------
+    def event(self):
+        """An idle internal event (timing disabled); give it back with `idle_event`."""
+        if self._events:
+            return self._events.pop()
+        flags = getattr(getattr(self.drv, "CUevent_flags", None), "CU_EVENT_DISABLE_TIMING", 2)
+        return self.call("cuEventCreate", self.drv.cuEventCreate, flags)
+
+    def idle_event(self, ev) -> None:
+        self._events.append(ev)
+
+    def after(self, stream, callbacks: list) -> None:
+        """Run `callbacks` once the work queued on `stream` so far has completed (checked at the
+        next launch or synchronise: `reap()`).  Caller holds the context current."""
+        ev = self.event()
+        check(self.drv.cuEventRecord(ev, stream or 0), "cuEventRecord", self.drv)
+        self.deferred.append((ev, callbacks))
+
+    def reap(self, wait: bool = False) -> None:
+        """Run the callbacks of deferred work that has completed (all of it when `wait`).
+        Every callback runs even if one fails; the first failure is raised after."""
+        if not self.deferred:
+            return
+        not_ready = getattr(self.drv.CUresult, "CUDA_ERROR_NOT_READY", None)
+        keep, done = [], []
+        for ev, callbacks in self.deferred:
+            res = (self.drv.cuEventSynchronize if wait else self.drv.cuEventQuery)(ev)
+            if res[0] == not_ready:
+                keep.append((ev, callbacks))
+            else:
+                done.append((ev, callbacks))
+        self.deferred = keep
+        run_all([cb for ev, cbs in done for cb in cbs] + [lambda e=ev: self.idle_event(e)
+                                                          for ev, _ in done])
+
     # -- modules ---------------------------------------------------------------------------
     def function(self, ptx: str, entry: str) -> "Function":
         """The CUfunction for `entry` in `ptx`, JIT-loading the module on first use."""
@@ -220,13 +339,16 @@ class Context:
             with _lock:
                 fn = self.functions.get(key)
                 if fn is None:
-                    self.make_current()
-                    module = self.modules.get(ptx)
-                    if module is None:
-                        module = self.modules[ptx] = self._load_module(ptx, entry)
-                    handle = check(self.drv.cuModuleGetFunction(module, entry.encode()),
-                                   f"cuModuleGetFunction({entry})", self.drv)
-                    fn = self.functions[key] = Function(self, handle, entry)
+                    pushed = self.enter()
+                    try:
+                        module = self.modules.get(ptx)
+                        if module is None:
+                            module = self.modules[ptx] = self._load_module(ptx, entry)
+                        handle = check(self.drv.cuModuleGetFunction(module, entry.encode()),
+                                       f"cuModuleGetFunction({entry})", self.drv)
+                        fn = self.functions[key] = Function(self, handle, entry)
+                    finally:
+                        self.leave(pushed)
         return fn
 
     def _load_module(self, ptx: str, entry: str):
@@ -248,18 +370,41 @@ class Context:
         return res[1]
 
 
+def run_all(actions) -> None:
+    """Call every action even when some fail; raise the first failure afterwards."""
+    first = None
+    for act in actions:
+        try:
+            act()
+        except BaseException as e:  # noqa: BLE001 - collected, re-raised below
+            if first is None:
+                first = e
+    if first is not None:
+        raise first
+
+
 def _c_string(buf: bytearray) -> str:
     return bytes(buf).split(b"\0", 1)[0].decode(errors="replace").strip()
 
 
 class Function:
-    """A loaded kernel: its handle and how much dynamic shared memory it has opted into."""
+    """A loaded kernel: its handle, the driver's limits for it, and how much dynamic shared
+    memory it has opted into."""
 
     def __init__(self, ctx: Context, handle, entry: str):
         self.ctx = ctx
         self.handle = handle
         self.entry = entry
         self.dynamic_shared_optin = 0
+        fa = ctx.drv.CUfunction_attribute
+        #: the most threads a block of this kernel may have (fewer than 1024 when registers
+        #: limit it) and its static shared memory, as the driver counts them
+        self.max_threads = int(check(ctx.drv.cuFuncGetAttribute(
+            fa.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, handle),
+            f"cuFuncGetAttribute(MAX_THREADS_PER_BLOCK) for '{entry}'", ctx.drv))
+        self.static_shared = int(check(ctx.drv.cuFuncGetAttribute(
+            fa.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, handle),
+            f"cuFuncGetAttribute(SHARED_SIZE_BYTES) for '{entry}'", ctx.drv))
 
     def allow_dynamic_shared(self, static_bytes: int, dynamic_bytes: int) -> None:
         """Opt in (cuFuncSetAttribute) when static + dynamic shared memory exceeds 48 KiB."""
@@ -275,17 +420,18 @@ class Function:
         self.dynamic_shared_optin = dynamic_bytes
 
     def launch(self, grid, block, shared_mem: int, stream, params_address) -> None:
+        """cuLaunchKernel (the caller holds the context current)."""
         drv = self.ctx.drv
         res = drv.cuLaunchKernel(self.handle, grid[0], grid[1], grid[2], block[0], block[1],
                                  block[2], shared_mem, stream, params_address, 0)
-        if res[0] != drv.CUresult.CUDA_SUCCESS:
+        if res[0] != self.ctx.success:
             check(res, f"cuLaunchKernel({self.entry})", drv)
 
 
 # ---- kernel parameter packing -----------------------------------------------------------------
 
 #: PTX .param type -> struct code.  b16 carries f16 here (see architecture.md); a packer built
-#: with `half_params` packs those as IEEE half ('e').
+#: with `half_slots` (parameter positions) packs those as IEEE half ('e').
 _STRUCT_CODE = {
     "u64": "Q", "s64": "q", "b64": "Q", "f64": "d",
     "u32": "I", "s32": "i", "b32": "I", "f32": "f",
@@ -303,12 +449,12 @@ class ParamPacker:
     cuLaunchKernel, so sequential reuse is safe).
     """
 
-    def __init__(self, params, half_params=()):
+    def __init__(self, params, half_slots=()):
         fmt = ["<"]
         offsets = []
         off = 0
-        for p in params:
-            code = "e" if p.name in half_params else _STRUCT_CODE.get(p.ptx_type)
+        for i, p in enumerate(params):
+            code = "e" if i in half_slots else _STRUCT_CODE.get(p.ptx_type)
             if code is None:
                 raise DeviceError(f"cannot pass a .param of type .{p.ptx_type} ('{p.name}')")
             size = struct.calcsize(code)
@@ -334,103 +480,178 @@ class ParamPacker:
 # ---- memory, streams, events ------------------------------------------------------------------
 
 def mem_alloc(nbytes: int) -> int:
+    """cuMemAlloc in the current context (DeviceError on failure)."""
     ctx = context()
-    ctx.make_current()
-    return int(check(ctx.drv.cuMemAlloc(max(int(nbytes), 1)), f"cuMemAlloc({nbytes})", ctx.drv))
+    return int(ctx.call(f"cuMemAlloc({nbytes})", ctx.drv.cuMemAlloc, max(int(nbytes), 1)))
 
 
 def mem_free(ptr: int, ctx: "Context | None" = None) -> None:
-    """Free device memory; a no-op when `ctx` (the allocating context) is no longer current."""
+    """Free device memory; a no-op when `ctx` (the allocating context) is gone (reset, or this
+    is a forked child).  Raises DeviceError when the driver refuses."""
     current = _state.get("ctx")
     if current is None or not ptr or (ctx is not None and ctx is not current):
-        return                       # the context was reset: nothing left to free
-    check(current.drv.cuMemFree(ptr), "cuMemFree", current.drv)
+        return
+    if not current.alive or current.pid != os.getpid():
+        return
+    current.call("cuMemFree", current.drv.cuMemFree, ptr)
+
+
+def release_quietly(ptr: int, ctx: "Context | None") -> None:
+    """`mem_free` for finalizers (garbage collection in any thread, interpreter exit): never
+    raises; a failure only means the memory goes back when the context does."""
+    try:
+        mem_free(ptr, ctx)
+    except BaseException:  # noqa: BLE001 - a finalizer must not raise
+        pass
 
 
 def memcpy_htod(dst: int, src_host: int, nbytes: int, stream=None) -> None:
-    drv = context().drv
-    if stream is None:
-        check(drv.cuMemcpyHtoD(dst, src_host, nbytes), "cuMemcpyHtoD", drv)
-    else:
-        check(drv.cuMemcpyHtoDAsync(dst, src_host, nbytes, stream), "cuMemcpyHtoDAsync", drv)
+    """Host → device.  Without a stream: on the legacy default stream, finished on return."""
+    ctx = context()
+    drv = ctx.drv
+    pushed = ctx.enter()
+    try:
+        if stream is None:
+            check(drv.cuMemcpyHtoD(dst, src_host, nbytes), "cuMemcpyHtoD", drv)
+        else:
+            check(drv.cuMemcpyHtoDAsync(dst, src_host, nbytes, stream), "cuMemcpyHtoDAsync",
+                  drv)
+    finally:
+        ctx.leave(pushed)
 
 
 def memcpy_dtoh(dst_host: int, src: int, nbytes: int, stream=None) -> None:
-    drv = context().drv
-    if stream is None:
-        check(drv.cuMemcpyDtoH(dst_host, src, nbytes), "cuMemcpyDtoH", drv)
-    else:
-        check(drv.cuMemcpyDtoHAsync(dst_host, src, nbytes, stream), "cuMemcpyDtoHAsync", drv)
+    """Device → host.  Without a stream: waits for the legacy default stream, then copies."""
+    ctx = context()
+    drv = ctx.drv
+    pushed = ctx.enter()
+    try:
+        if stream is None:
+            check(drv.cuMemcpyDtoH(dst_host, src, nbytes), "cuMemcpyDtoH", drv)
+            if ctx.deferred:
+                ctx.reap()
+        else:
+            check(drv.cuMemcpyDtoHAsync(dst_host, src, nbytes, stream), "cuMemcpyDtoHAsync",
+                  drv)
+    finally:
+        ctx.leave(pushed)
 
 
 def synchronize(stream=None) -> None:
-    """Wait for `stream` (or the whole context)."""
-    drv = context().drv
-    if stream is None:
-        check(drv.cuCtxSynchronize(), "cuCtxSynchronize", drv)
-    else:
-        check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize", drv)
+    """Wait for `stream` (or, with None, the whole context); then run deferred releases."""
+    ctx = context()
+    drv = ctx.drv
+    pushed = ctx.enter()
+    try:
+        if stream is None:
+            check(drv.cuCtxSynchronize(), "cuCtxSynchronize", drv)
+        else:
+            check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize", drv)
+        ctx.reap()
+    finally:
+        ctx.leave(pushed)
+
+
+def _destroy(ctx: Context, fn_name: str, handle) -> None:
+    """Finalizer of a Stream/Event: destroy the handle if its context still lives.  Never
+    raises (it may run in any thread, or at interpreter exit)."""
+    try:
+        if ctx.alive and _state.get("ctx") is ctx and ctx.pid == os.getpid():
+            ctx.call(fn_name, getattr(ctx.drv, fn_name), handle)
+    except BaseException:  # noqa: BLE001
+        pass
 
 
 class Stream:
-    """A CUDA stream owned by pyptx; pass it as `k[g, b](..., stream=s)`."""
+    """A CUDA stream owned by pyptx; pass it as `k[g, b](..., stream=s)`.  Destroyed by
+    `close()` or when garbage-collected."""
 
     def __init__(self):
         ctx = context()
-        ctx.make_current()
-        self.handle = check(ctx.drv.cuStreamCreate(0), "cuStreamCreate", ctx.drv)
+        self.handle = ctx.call("cuStreamCreate", ctx.drv.cuStreamCreate, 0)
+        self._finalizer = weakref.finalize(self, _destroy, ctx, "cuStreamDestroy", self.handle)
 
     def synchronize(self) -> None:
-        synchronize(self.handle)
+        synchronize(stream_handle(self))
 
     def close(self) -> None:
-        if self.handle is not None and _state.get("ctx") is not None:
-            drv = _state["ctx"].drv
-            check(drv.cuStreamDestroy(self.handle), "cuStreamDestroy", drv)
+        self._finalizer()
         self.handle = None
 
     def __cuda_stream__(self):
-        return (0, int(self.handle))
+        return (0, int(stream_handle(self)))
 
 
 class Event:
-    """A timing event: `e0.record(); ...; e1.record(); e1.elapsed_ms(e0)`."""
+    """A timing event: `e0.record(); ...; e1.record(); e1.elapsed_ms(e0)`.  Destroyed when
+    garbage-collected."""
 
     def __init__(self):
         ctx = context()
-        ctx.make_current()
-        self.handle = check(ctx.drv.cuEventCreate(0), "cuEventCreate", ctx.drv)
+        self._ctx = ctx
+        self.handle = ctx.call("cuEventCreate", ctx.drv.cuEventCreate, 0)
+        self._finalizer = weakref.finalize(self, _destroy, ctx, "cuEventDestroy", self.handle)
 
     def record(self, stream=None) -> None:
-        drv = context().drv
-        check(drv.cuEventRecord(self.handle, stream_handle(stream)), "cuEventRecord", drv)
+        self._ctx.call("cuEventRecord", self._ctx.drv.cuEventRecord, self.handle,
+                       stream_handle(stream) or 0)
 
     def synchronize(self) -> None:
-        drv = context().drv
-        check(drv.cuEventSynchronize(self.handle), "cuEventSynchronize", drv)
+        self._ctx.call("cuEventSynchronize", self._ctx.drv.cuEventSynchronize, self.handle)
 
     def elapsed_ms(self, start: "Event") -> float:
         """Milliseconds from `start` to this event (synchronises on this event)."""
         self.synchronize()
-        drv = context().drv
-        return float(check(drv.cuEventElapsedTime(start.handle, self.handle),
-                           "cuEventElapsedTime", drv))
+        return float(self._ctx.call("cuEventElapsedTime", self._ctx.drv.cuEventElapsedTime,
+                                    start.handle, self.handle))
 
 
 def stream_handle(stream):
-    """Whatever the user passed as `stream=` → something cuLaunchKernel accepts.
+    """Whatever the user passed as `stream=` → an int handle (None: the legacy default stream)
+    or a cuda.bindings CUstream.  Anything else is a LaunchError, raised before any work.
 
-    None (the default stream), an int handle, a driver CUstream, a pyptx `Stream`, or any object
-    with `__cuda_stream__` (cuda.core, CuPy ≥ 13), `.cuda_stream` (PyTorch) or `.ptr` (CuPy)."""
-    if stream is None or isinstance(stream, int):
+    Accepted: None, an int handle >= 0, a driver CUstream, a pyptx `Stream`, or any object
+    with `__cuda_stream__` (cuda.core, CuPy >= 13), `.cuda_stream` (PyTorch) or `.ptr` (CuPy)."""
+    if stream is None:
+        return None
+    t = type(stream)
+    if t is int:
+        if stream < 0:
+            raise LaunchError(f"stream must be a stream handle >= 0, got {stream}")
         return stream
-    if isinstance(stream, Stream):
+    if t is Stream:
+        if stream.handle is None:
+            raise LaunchError("stream= is a pyptx Stream that was closed")
         return stream.handle
+    if isinstance(stream, bool) or isinstance(stream, (float, str, bytes)):
+        raise LaunchError(f"stream must be None, a pyptx Stream, a CUstream, an int handle or "
+                          f"an object with __cuda_stream__, got {t.__name__} {stream!r}")
     proto = getattr(stream, "__cuda_stream__", None)
     if proto is not None:
-        return int(proto()[1])
+        try:
+            return int(proto()[1])
+        except Exception as e:  # noqa: BLE001
+            raise LaunchError(f"stream=: {t.__name__}.__cuda_stream__() failed ({e})") from None
     for attr in ("cuda_stream", "ptr"):
         v = getattr(stream, attr, None)
-        if isinstance(v, int):
+        if isinstance(v, int) and not isinstance(v, bool):
             return v
-    return stream                    # a CUstream from cuda.bindings: pass through
+    if t.__name__ in ("CUstream", "cudaStream_t"):
+        return stream                    # a cuda.bindings handle: pass through
+    if isinstance(stream, int):          # numpy / IntEnum-like ints
+        return stream_handle(int(stream))
+    raise LaunchError(f"stream must be None, a pyptx Stream, a CUstream, an int handle or an "
+                      f"object with __cuda_stream__, got {t.__name__}")
+
+
+def free_cached_memory() -> None:
+    """Give the staging buffers the pool keeps (for numpy launch arguments) back to the driver."""
+    ctx = _state.get("ctx")
+    if ctx is None or not ctx.alive:
+        return
+    pushed = ctx.enter()
+    try:
+        ctx.reap(wait=True)
+        ctx.pool.free_cached()
+    finally:
+        ctx.leave(pushed)

@@ -2,6 +2,10 @@
 pack the parameters, cuLaunchKernel, copy back what the kernel may have written.
 
 `pyptx.runtime.launch` has already checked every argument; this module only moves bytes.
+Everything that depends only on the compiled kernel (which parameter slots are pointers or
+halves, the `struct` layout, the loaded CUfunction and its limits) is prepared once in a
+`GpuLauncher`; a launch of device-resident arguments then costs one `pack_into` and one
+cuLaunchKernel.  Parameters are matched by position: the PTX namer may rename them.
 """
 from __future__ import annotations
 
@@ -10,16 +14,15 @@ import threading
 
 import numpy as np
 
-from . import driver, readonly
+from . import driver
 from ..errors import DeviceError, LaunchError
-from .device_array import DeviceArray
 from .dlpack import ImportedTensor
 
 
 class ArrayArg:
-    """A pointer parameter's argument: numpy array, DeviceArray, `__cuda_array_interface__`
-    object or consumed DLPack tensor (`dlpack.ImportedTensor`), and whether the kernel may
-    write it."""
+    """A pointer parameter's argument as other callers may still pass it: numpy array,
+    DeviceArray, `__cuda_array_interface__` object or consumed DLPack tensor, and whether the
+    kernel may write it.  (The launcher itself passes plain values, see `bind_array`.)"""
 
     __slots__ = ("array", "writable")
 
@@ -28,42 +31,30 @@ class ArrayArg:
         self.writable = writable
 
 
+class ForeignArray:
+    """A `__cuda_array_interface__` argument: its address and the producer's stream (CAI v3:
+    None = nothing to wait for, 1/2 = legacy/per-thread default stream, else a handle)."""
+
+    __slots__ = ("ptr", "stream")
+
+    def __init__(self, ptr: int, stream):
+        self.ptr = ptr
+        self.stream = stream
+
+
 _SHARED_DECL = re.compile(r"^\s*\.shared\s+(?:\.align\s+(\d+)\s+)?\.([busf])(\d+)\s+[\w$%]+\s*"
                           r"\[(\d+)\]", re.M)
 
 
 def static_shared_bytes(ptx: str) -> int:
-    """Bytes of static `.shared` memory the PTX declares (each rounded to its alignment)."""
+    """Bytes of static `.shared` memory the PTX declares (each rounded to its alignment).  A
+    first estimate for checks before loading; the GPU path re-checks with the driver's number
+    (CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)."""
     total = 0
     for align, _kind, bits, count in _SHARED_DECL.findall(ptx):
         a = int(align or 1)
         total = -(-total // a) * a + int(bits) // 8 * int(count)
     return total
-
-
-class _GpuPlan:
-    """Per CompiledKernel: parameter packer, pointer slots, static shared size, loaded function."""
-
-    def __init__(self, ck):
-        half = {a.name for a in ck.signature
-                if a.kind == "scalar" and a.dtype.name == "f16"}
-        self.packer = driver.ParamPacker(ck.params, half_params=half)
-        self.pointer_slots = [i for i, p in enumerate(ck.params) if p.ptx_type == "u64"
-                              and _is_array_param(ck, p.name)]
-        self.static_shared = static_shared_bytes(ck.ptx)
-        self.ptx = ck.ptx
-        self.uses_nc = readonly.uses_nc(ck.ptx)
-        self.entry = ck.name
-        self.function = None
-        self.ctx = None
-        self.lock = threading.Lock()     # the packer's buffer is shared by every launch
-
-    def loaded(self, ctx):
-        if self.ctx is not ctx:
-            check_ptx_version(self.ptx)
-            self.function = ctx.function(self.ptx, self.entry)
-            self.ctx = ctx
-        return self.function
 
 
 _VERSION_RE = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)", re.M)
@@ -85,82 +76,202 @@ def check_ptx_version(ptx: str) -> None:
                           error_name="CUDA_ERROR_UNSUPPORTED_PTX_VERSION")
 
 
-def _is_array_param(ck, pname: str) -> bool:
-    return any(a.kind == "array" and a.name == pname for a in ck.signature)
+def param_slots(ck):
+    """(pointer slots with their writability, f16 scalar slots) of the PTX parameter list,
+    by position: each array argument is one `.u64` then one `.s32` per dimension."""
+    pointers, halves, i = [], set(), 0
+    for a in ck.signature:
+        if a.kind == "array":
+            pointers.append((i, a.writable))
+            i += 1 + a.ndim
+        else:
+            if a.dtype.name == "f16":
+                halves.add(i)
+            i += 1
+    if i != len(ck.params):
+        raise DeviceError(f"internal: kernel '{ck.name}' has {len(ck.params)} PTX parameters "
+                          f"but its signature flattens to {i}")
+    return pointers, halves
 
 
-def plan_for(ck) -> _GpuPlan:
-    plan = ck.__dict__.get("_pyptx_gpu_plan")
-    if plan is None:
-        plan = ck.__dict__["_pyptx_gpu_plan"] = _GpuPlan(ck)
-    return plan
+class GpuLauncher:
+    """Per CompiledKernel and context: packer, pointer slots, the loaded function."""
+
+    def __init__(self, ck, ctx):
+        self.ck = ck
+        self.ctx = ctx
+        self.pointers, halves = param_slots(ck)
+        self.packer = driver.ParamPacker(ck.params, half_slots=halves)
+        self.function = None
+        self.shared_limit = None
+        self.lock = threading.Lock()     # the packer's buffer is shared by every launch
+
+    def _load(self):
+        check_ptx_version(self.ck.ptx)
+        from .profile import gpu_profile
+        self.shared_limit = gpu_profile().max_shared_per_block_optin
+        self.function = self.ctx.function(self.ck.ptx, self.ck.name)
+        return self.function
+
+    def _check_limits(self, fn, block, shared_mem) -> None:
+        threads = block[0] * block[1] * block[2]
+        if threads > fn.max_threads:
+            raise LaunchError(f"{self.ck.name}: block {block} has {threads} threads, but this "
+                              f"kernel can run at most {fn.max_threads} threads per block on "
+                              f"this GPU (its register use limits it: "
+                              f"CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK); use smaller blocks")
+        if fn.static_shared + shared_mem > self.shared_limit:
+            raise LaunchError(f"{self.ck.name} needs {fn.static_shared} bytes of static shared "
+                              f"memory (as the driver counts it) + {shared_mem} dynamic "
+                              f"(shared_mem=) = {fn.static_shared + shared_mem} bytes, over the "
+                              f"{self.shared_limit}-byte limit per block of this GPU")
+        fn.allow_dynamic_shared(fn.static_shared, shared_mem)
+
+    def __call__(self, grid, block, values, shared_mem, hstream) -> None:
+        ctx = self.ctx
+        pushed = ctx.enter()
+        try:
+            if ctx.deferred:
+                ctx.reap()
+            fn = self.function or self._load()
+            if block[0] * block[1] * block[2] > fn.max_threads or shared_mem or \
+                    fn.static_shared > driver.STATIC_SHARED_LIMIT:
+                self._check_limits(fn, block, shared_mem)
+            for i, writable in self.pointers:
+                if type(values[i]) is not int:
+                    break
+            else:                                # every array is a device address: no staging
+                with self.lock:
+                    fn.launch(grid, block, shared_mem, hstream, self.packer.pack(values))
+                return
+            staged = _Staging(ctx, hstream)
+            try:
+                for i, writable in self.pointers:
+                    if type(values[i]) is not int:
+                        values[i] = staged.resolve(values[i], writable)
+                with self.lock:
+                    fn.launch(grid, block, shared_mem, hstream, self.packer.pack(values))
+                staged.copy_back()
+            finally:
+                staged.finish()
+        finally:
+            ctx.leave(pushed)
+
+
+class _Staging:
+    """The per-launch work for arguments that are not plain device addresses: numpy copies
+    through the pool, waits on a CAI producer's stream, DLPack tensors to release later."""
+
+    __slots__ = ("ctx", "stream", "buffers", "by_host", "imported", "launched")
+
+    def __init__(self, ctx, stream):
+        self.ctx, self.stream = ctx, stream
+        self.buffers = []        # [device ptr, size, host array, writable]
+        self.by_host = {}        # (host address, nbytes) -> entry of buffers
+        self.imported = []
+        self.launched = False
+
+    def resolve(self, v, writable) -> int:
+        if isinstance(v, ArrayArg):
+            writable = writable or v.writable
+            v = v.array
+        if isinstance(v, np.ndarray):
+            return self._stage(v, writable)
+        if isinstance(v, ForeignArray):
+            self._wait_for(v.stream)
+            return v.ptr
+        if isinstance(v, ImportedTensor):
+            self.imported.append(v)
+            return v.data
+        ptr = getattr(v, "_ptr", None)            # a DeviceArray given through ArrayArg
+        if ptr is not None:
+            return ptr
+        return int(v.__cuda_array_interface__["data"][0])
+
+    def _stage(self, host: np.ndarray, writable: bool) -> int:
+        nbytes = host.nbytes
+        if nbytes == 0:
+            return 0
+        key = (host.ctypes.data, nbytes)
+        hit = self.by_host.get(key)
+        if hit is not None:                      # the same array passed twice: one buffer
+            hit[3] = hit[3] or writable
+            return hit[0]
+        ptr, size = self.ctx.pool.alloc(nbytes, self.stream)
+        entry = [ptr, size, host, writable]
+        self.buffers.append(entry)
+        self.by_host[key] = entry
+        drv = self.ctx.drv
+        driver.check(drv.cuMemcpyHtoDAsync(ptr, key[0], nbytes, self.stream or 0),
+                     "cuMemcpyHtoDAsync", drv)
+        return ptr
+
+    def _wait_for(self, producer) -> None:
+        """CAI v3 `stream`: make the launch stream wait for the producer's pending work."""
+        if producer is None:
+            return
+        mine = self.stream or 0
+        if producer == mine or (producer == 1 and mine == 0):
+            return
+        drv = self.ctx.drv
+        ev = self.ctx.event()
+        try:
+            driver.check(drv.cuEventRecord(ev, producer), "cuEventRecord", drv)
+            driver.check(drv.cuStreamWaitEvent(mine, ev, 0), "cuStreamWaitEvent", drv)
+        finally:
+            self.ctx.idle_event(ev)
+
+    def copy_back(self) -> None:
+        self.launched = True
+        drv = self.ctx.drv
+        back = [e for e in self.buffers if e[3]]
+        for ptr, _size, host, _w in back:
+            driver.check(drv.cuMemcpyDtoHAsync(host.ctypes.data, ptr, host.nbytes,
+                                               self.stream or 0), "cuMemcpyDtoHAsync", drv)
+        if back:
+            driver.check(drv.cuStreamSynchronize(self.stream or 0), "cuStreamSynchronize", drv)
+
+    def finish(self) -> None:
+        """Buffers back to the pool (stream-ordered, so no wait), DLPack tensors released once
+        the stream has finished the kernel (or now, if nothing was queued).  Every step runs
+        even if one fails."""
+        pool, stream = self.ctx.pool, self.stream
+        acts = [lambda e=e: pool.give_back(e[0], e[1], stream) for e in self.buffers]
+        if self.imported:
+            releases = [t.release for t in self.imported]
+            if self.launched:
+                acts.append(lambda: self.ctx.after(stream, releases))
+            else:
+                acts.extend(releases)
+        driver.run_all(acts)
+
+
+def launcher_for(ck) -> GpuLauncher:
+    """The prepared launcher of `ck` in the current context (rebuilt after a driver reset)."""
+    ctx = driver.context()
+    lau = ck.__dict__.get("_pyptx_gpu_launcher")
+    if lau is None or lau.ctx is not ctx:
+        lau = ck.__dict__["_pyptx_gpu_launcher"] = GpuLauncher(ck, ctx)
+    return lau
+
+
+def bind_array(obj, writable: bool):
+    """What a checked array argument becomes in the flat argument list for the GPU: a device
+    address (int) when no work is needed, else the object the launcher stages or waits on."""
+    from .device_array import DeviceArray
+    if type(obj) is DeviceArray:
+        return obj._ptr
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None and not isinstance(obj, np.ndarray):
+        return ForeignArray(int(cai["data"][0]), cai.get("stream"))
+    return obj
 
 
 def launch(compiled, grid, block, flat_args, shared_mem: int = 0, stream=None) -> None:
-    """Launch on the current GPU.  numpy arrays are copied in (all) and out (writable ones);
-    DeviceArrays, `__cuda_array_interface__` objects and DLPack tensors are used in place."""
-    plan = plan_for(compiled)
-    ctx = driver.context()
-    ctx.make_current()
-    fn = plan.loaded(ctx)
-    hstream = driver.stream_handle(stream)
+    """Launch on the current GPU.  numpy arrays are copied in (all) and out (writable ones,
+    then the stream is synchronised); DeviceArrays, `__cuda_array_interface__` objects and
+    DLPack tensors are used in place.  `flat_args` may hold `ArrayArg`s or the values
+    `bind_array` makes; it is not modified."""
     values = list(flat_args)
-    staged = {}        # host data address -> [device ptr, host array, nbytes, writable]
-    imported = []      # consumed DLPack tensors: their deleters run once the kernel is queued
-    try:
-        for i in plan.pointer_slots:
-            arg = values[i]
-            if isinstance(arg.array, ImportedTensor):
-                imported.append(arg.array)
-                values[i] = arg.array.data
-                continue
-            values[i] = _device_address(arg, staged, hstream)
-        if plan.uses_nc and readonly.readonly_aliases_written(
-                [(values[i], _nbytes(flat_args[i].array), flat_args[i].writable)
-                 for i in plan.pointer_slots]):
-            fn = ctx.function(readonly.coherent_ptx(plan.ptx), plan.entry)
-        fn.allow_dynamic_shared(plan.static_shared, shared_mem)
-        with plan.lock:
-            fn.launch(grid, block, shared_mem, hstream, plan.packer.pack(values))
-        if staged:
-            for dptr, host, nbytes, writable in staged.values():
-                if writable:
-                    driver.memcpy_dtoh(host.ctypes.data, dptr, nbytes, hstream)
-            driver.synchronize(hstream)
-    finally:
-        for entry in staged.values():
-            driver.mem_free(entry[0], ctx)
-        for t in imported:
-            t.release()
-
-
-def _nbytes(obj) -> int:
-    """Bytes of an array argument (numpy, DeviceArray, DLPack or CUDA-array-interface object)."""
-    nbytes = getattr(obj, "nbytes", None)
-    if nbytes is not None:
-        return int(nbytes)
-    cai = obj.__cuda_array_interface__
-    return int(np.prod(cai["shape"], dtype=np.int64)) * np.dtype(cai["typestr"]).itemsize
-
-
-def _device_address(arg: ArrayArg, staged: dict, hstream) -> int:
-    obj = arg.array
-    if isinstance(obj, np.ndarray):
-        nbytes = obj.nbytes
-        if nbytes == 0:
-            return 0
-        host_ptr = obj.ctypes.data
-        hit = staged.get((host_ptr, nbytes))
-        if hit is not None:                  # the same array passed twice: one buffer
-            hit[3] = hit[3] or arg.writable
-            return hit[0]
-        dptr = driver.mem_alloc(nbytes)
-        staged[(host_ptr, nbytes)] = [dptr, obj, nbytes, arg.writable]
-        driver.memcpy_htod(dptr, host_ptr, nbytes, hstream)
-        return dptr
-    if isinstance(obj, DeviceArray):
-        if not obj.on_gpu:
-            raise LaunchError("a DeviceArray made for the CPU executor was passed to a GPU "
-                              "launch; make it again with pyptx.to_device")
-        return obj.device_pointer
-    return int(obj.__cuda_array_interface__["data"][0])
+    launcher_for(compiled)(grid, block, values, int(shared_mem or 0),
+                           driver.stream_handle(stream))

@@ -20,6 +20,7 @@ from .. import types as T
 from ..errors import DeviceError, LaunchError
 from . import checking, profile
 from .device_array import DeviceArray
+from .driver import stream_handle
 
 _MAX_BLOCK = (1024, 1024, 64)
 _MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -129,6 +130,7 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
     """Check everything, compile (cached), then run `kernel` over `grid` × `block`."""
     g = _dims(grid, "grid")
     b = _dims(block, "block")
+    hstream = None if stream is None else stream_handle(stream)   # LaunchError if malformed
     chk = checking.current()            # None unless pyptx.sanitize / pyptx.profile is on
     dev = "cpu" if chk is not None and chk.sanitizing else device()
     binder = kernel.__dict__.get("_pyptx_binder")
@@ -149,12 +151,11 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
             extra = {} if chk is None else {"checks": chk}
             _cpu_launch()(plan.ck.ptx, plan.ck.name, g, b, flat, shared_mem, **extra)
         else:
-            from . import gpu
             if chk is None:
-                gpu.launch(plan.ck, g, b, flat, shared_mem, stream)
+                plan.gpu_launcher()(g, b, flat, int(shared_mem), hstream)
             else:
-                checking.gpu_timed(chk, plan.ck.name, g, b, lambda: gpu.launch(
-                    plan.ck, g, b, flat, shared_mem, stream), stream)
+                checking.gpu_timed(chk, plan.ck.name, g, b, lambda: plan.gpu_launcher()(
+                    g, b, flat, int(shared_mem), hstream), hstream)
     except BaseException:
         flat.clear()      # release consumed DLPack tensors now, not when the traceback dies
         raise
@@ -329,10 +330,15 @@ class _Plan:
         else:
             self.shared_limit = profile.CPU_MAX_SHARED
 
+    def gpu_launcher(self):
+        """The GPU path's prepared launcher for this plan's kernel (current context)."""
+        from .gpu import launcher_for
+        return launcher_for(self.ck)
+
 
 def _gpu_array_arg():
-    from .gpu import ArrayArg
-    return ArrayArg
+    from .gpu import bind_array
+    return bind_array
 
 
 def _checker(spec, dev, array_arg, kname):
@@ -371,6 +377,8 @@ def _array_checker(spec, dev, array_arg, kname):
         elif isinstance(a, DeviceArray):
             if a.dtype != dt or a.ndim != nd:
                 fail(f"a DeviceArray of {_describe_array(a.dtype, a.ndim)}")
+            if a._freed:
+                fail("a DeviceArray that was freed (DeviceArray.free())")
             shape = a.shape
             if dev == "cpu":
                 if a.on_gpu:
@@ -378,6 +386,13 @@ def _array_checker(spec, dev, array_arg, kname):
                 a = a._host
             elif not a.on_gpu:
                 fail("a DeviceArray made for the CPU executor, but launches run on the GPU")
+            else:
+                for s in shape:
+                    if s >= _SHAPE_LIMIT:
+                        fail(f"shape {shape}: every dimension must be below 2**31")
+                out.append(a._ptr)             # GPU: the address itself, nothing to stage
+                out.extend(shape)
+                return
         else:
             cai = getattr(a, "__cuda_array_interface__", None)
             if cai is None:
@@ -400,6 +415,10 @@ def _array_checker(spec, dev, array_arg, kname):
             strides = cai.get("strides")
             if strides is not None and tuple(strides) != _c_strides(shape, dt.itemsize):
                 fail("a non-contiguous GPU array")
+            if cai.get("stream", None) == 0:
+                fail("a __cuda_array_interface__ with stream 0, which the interface (v3) "
+                     "forbids: the producer must give 1, 2 or a stream handle")
+            _check_gpu_pointer(int(cai["data"][0]), fail)
         for s in shape:
             if s >= _SHAPE_LIMIT:
                 fail(f"shape {shape}: every dimension must be below 2**31")
@@ -476,6 +495,23 @@ def _dlpack_device_check(dl_dev, dev, fail):
              f"device {_ordinal()}")
 
 
+def _check_gpu_pointer(ptr: int, fail) -> None:
+    """A foreign device pointer must be memory of the device pyptx launches on."""
+    if not ptr:
+        return
+    from . import driver
+    ctx = driver.context()
+    drv = ctx.drv
+    res = drv.cuPointerGetAttribute(drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                    ptr)
+    if res[0] != ctx.success:
+        fail(f"a GPU array whose address {ptr:#x} the CUDA driver does not know as device "
+             f"memory ({driver.error_name(drv, res[0])})")
+    if int(res[1]) != ctx.ordinal:
+        fail(f"an array in the memory of CUDA device {int(res[1])}, but pyptx launches on "
+             f"device {ctx.ordinal}; copy it to device {ctx.ordinal} first")
+
+
 def _c_strides(shape, itemsize) -> tuple:
     strides, step = [], itemsize
     for s in reversed(shape):
@@ -518,7 +554,6 @@ _FLOAT_OVERFLOW = {"f16": 65520.0, "f32": 2.0**128 - 2.0**103, "f64": math.inf,
 
 def _float_checker(name, t, kname):
     lim = _FLOAT_OVERFLOW[t.name]
-    conv = t.dtype.type if t.name != "f64" else float
     tname = t.dtype.name
     if t.name == "bf16":            # passed as its bit pattern (the host form of bf16)
         conv, tname = t, "bf16"
@@ -537,7 +572,7 @@ def _float_checker(name, t, kname):
         if (v >= lim or v <= -lim) and not math.isinf(v):
             raise LaunchError(f"argument '{name}': {v!r} is out of range for {tname} "
                               f"(launching {kname})")
-        out.append(conv(v))
+        out.append(v)        # packed straight from the Python float (struct rounds as conv would)
     return check
 
 

@@ -1,6 +1,6 @@
 """What the current GPU and driver can do: compute capability → arch, limits, PTX ISA ceiling.
 
-The compiler asks `current_arch()` for its default target and `max_ptx_version()` for the highest
+The launch path asks `current_arch()` for the target and `max_ptx_version()` for the highest
 `.version` the driver's JIT accepts; `python -m pyptx info` prints `describe()`.  None of these
 ever raise for a missing driver or GPU: that is a normal situation (CPU executor).
 """
@@ -8,12 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Architectures pyptx targets, as compute capability (major*10 + minor).  A GPU whose capability
-#: is not listed gets the highest listed one below it (PTX JITs forward to newer GPUs).
-#: `sm_90a`/`sm_100a` (arch-specific features) are never chosen automatically: their PTX does not
-#: run on any other GPU.
-KNOWN_ARCHS = (75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121)
-MIN_CC = 75
+from ..target import KNOWN_ARCHS, MIN_CC, arch_for_cc  # noqa: F401  (shared with the compiler)
 
 #: First CUDA release (driver version, as cuDriverGetVersion reports it) that loads each PTX ISA
 #: version — NVIDIA's PTX release history.  12.6 is still 8.5; 8.6 came with 12.7.
@@ -28,16 +23,6 @@ _PTX_BY_DRIVER = (
 #: limits used when there is no GPU (the CPU executor emulates a generic sm_80-class device)
 CPU_MAX_SHARED = 48 * 1024
 DEFAULT_MAX_SHARED = 48 * 1024
-
-
-def arch_for_cc(major: int, minor: int) -> str:
-    """Compute capability → the `sm_XY` pyptx compiles for.  ValueError below 7.5."""
-    cc = major * 10 + minor
-    if cc < MIN_CC:
-        raise ValueError(f"compute capability {major}.{minor} is too old: pyptx needs 7.5 "
-                         f"(Turing) or newer")
-    best = max(a for a in KNOWN_ARCHS if a <= cc)
-    return f"sm_{best}"
 
 
 def ptx_version_for_driver(driver_version: int) -> str:
