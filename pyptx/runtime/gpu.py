@@ -103,6 +103,7 @@ class GpuLauncher:
         self.pointers, halves = param_slots(ck)
         self.packer = driver.ParamPacker(ck.params, half_slots=halves)
         self.function = None
+        self.tight = True
         self.shared_limit = None
         self.lock = threading.Lock()     # the packer's buffer is shared by every launch
 
@@ -110,8 +111,11 @@ class GpuLauncher:
         check_ptx_version(self.ck.ptx)
         from .profile import gpu_profile
         self.shared_limit = gpu_profile().max_shared_per_block_optin
-        self.function = self.ctx.function(self.ck.ptx, self.ck.name)
-        return self.function
+        fn = self.ctx.function(self.ck.ptx, self.ck.name)
+        #: limits that a launch without dynamic shared memory must still check
+        self.tight = fn.max_threads < 1024 or fn.static_shared > driver.STATIC_SHARED_LIMIT
+        self.function = fn
+        return fn
 
     def _check_limits(self, fn, block, shared_mem) -> None:
         threads = block[0] * block[1] * block[2]
@@ -129,13 +133,17 @@ class GpuLauncher:
 
     def __call__(self, grid, block, values, shared_mem, hstream) -> None:
         ctx = self.ctx
+        if not ctx.alive:                    # reset, or a forked child: say why
+            driver.context()
+            raise DeviceError("the CUDA context this kernel was loaded in is gone; launch again")
         pushed = ctx.enter()
         try:
             if ctx.deferred:
                 ctx.reap()
             fn = self.function or self._load()
-            if block[0] * block[1] * block[2] > fn.max_threads or shared_mem or \
-                    fn.static_shared > driver.STATIC_SHARED_LIMIT:
+            if shared_mem:
+                shared_mem = int(shared_mem)     # checked by the launcher: an int >= 0
+            if shared_mem or self.tight:
                 self._check_limits(fn, block, shared_mem)
             for i, writable in self.pointers:
                 if type(values[i]) is not int:
@@ -166,7 +174,7 @@ class _Staging:
 
     def __init__(self, ctx, stream):
         self.ctx, self.stream = ctx, stream
-        self.buffers = []        # [device ptr, size, host array, writable]
+        self.buffers = []        # [device ptr, size, (host address, nbytes), writable]
         self.by_host = {}        # (host address, nbytes) -> entry of buffers
         self.imported = []
         self.launched = False
@@ -198,7 +206,7 @@ class _Staging:
             hit[3] = hit[3] or writable
             return hit[0]
         ptr, size = self.ctx.pool.alloc(nbytes, self.stream)
-        entry = [ptr, size, host, writable]
+        entry = [ptr, size, key, writable]
         self.buffers.append(entry)
         self.by_host[key] = entry
         drv = self.ctx.drv
@@ -225,9 +233,9 @@ class _Staging:
         self.launched = True
         drv = self.ctx.drv
         back = [e for e in self.buffers if e[3]]
-        for ptr, _size, host, _w in back:
-            driver.check(drv.cuMemcpyDtoHAsync(host.ctypes.data, ptr, host.nbytes,
-                                               self.stream or 0), "cuMemcpyDtoHAsync", drv)
+        for ptr, _size, (addr, nbytes), _w in back:
+            driver.check(drv.cuMemcpyDtoHAsync(addr, ptr, nbytes, self.stream or 0),
+                         "cuMemcpyDtoHAsync", drv)
         if back:
             driver.check(drv.cuStreamSynchronize(self.stream or 0), "cuStreamSynchronize", drv)
 
@@ -259,7 +267,10 @@ def bind_array(obj, writable: bool):
     """What a checked array argument becomes in the flat argument list for the GPU: a device
     address (int) when no work is needed, else the object the launcher stages or waits on."""
     from .device_array import DeviceArray
-    if type(obj) is DeviceArray:
+    t = type(obj)
+    if t is np.ndarray:
+        return obj
+    if t is DeviceArray:
         return obj._ptr
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None and not isinstance(obj, np.ndarray):

@@ -40,12 +40,38 @@ def invalidate_plans() -> None:
     _generation[0] += 1
 
 
+def _env_reader():
+    """A cheap way to read PYPTX_DEVICE at every launch (tests change it between launches):
+    CPython's `os.environ` keeps its encoded copy in `_data`, a plain dict kept in step by
+    `os.environ[...] = ...` / `monkeypatch.setenv`; elsewhere fall back to `os.environ.get`."""
+    data = getattr(os.environ, "_data", None)
+    encodekey = getattr(os.environ, "encodekey", None)
+    decode = getattr(os.environ, "decodevalue", None)
+    if isinstance(data, dict) and encodekey is not None and decode is not None:
+        key = encodekey("PYPTX_DEVICE")
+        cache: dict = {}
+
+        def read():
+            raw = data.get(key)
+            if raw is None:
+                return "auto"
+            hit = cache.get(raw)
+            if hit is None:
+                hit = cache[raw] = decode(raw)
+            return hit
+        return read
+    return lambda: os.environ.get("PYPTX_DEVICE", "auto")
+
+
+_device_env = _env_reader()
+
+
 def device() -> str:
     """'gpu' or 'cpu': where launches run (SPEC §4, `PYPTX_DEVICE=auto|gpu|cpu`).
 
     Decided once per process and value of the environment variable.  With `gpu` and no usable
     GPU this raises DeviceError saying why."""
-    mode = os.environ.get("PYPTX_DEVICE", "auto")
+    mode = _device_env()
     hit = _device_cache.get(mode)
     if hit is None:
         hit = _device_cache[mode] = _decide(mode)
@@ -136,9 +162,11 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
     binder = kernel.__dict__.get("_pyptx_binder")
     if binder is None or binder.generation != _generation[0]:
         binder = kernel.__dict__["_pyptx_binder"] = _Binder(kernel)
-    if dev == "gpu":
+    if stream is not None or _launch_state.__dict__:
         _launch_state.stream = stream      # the consumer stream a __dlpack__ argument is told
-    plan = binder.plan(args, dev)
+    plan = binder.plans.get(dev) if not binder.dynamic and len(args) == binder.nargs else None
+    if plan is None:
+        plan = binder.plan(args, dev)
     flat = []
     try:
         for pos, checker in plan.checkers:
@@ -151,11 +179,12 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
             extra = {} if chk is None else {"checks": chk}
             _cpu_launch()(plan.ck.ptx, plan.ck.name, g, b, flat, shared_mem, **extra)
         else:
+            launcher = plan.launcher or plan.gpu_launcher()
             if chk is None:
-                plan.gpu_launcher()(g, b, flat, int(shared_mem), hstream)
+                launcher(g, b, flat, shared_mem, hstream)
             else:
-                checking.gpu_timed(chk, plan.ck.name, g, b, lambda: plan.gpu_launcher()(
-                    g, b, flat, int(shared_mem), hstream), hstream)
+                checking.gpu_timed(chk, plan.ck.name, g, b,
+                                   lambda: launcher(g, b, flat, shared_mem, hstream), hstream)
     except BaseException:
         flat.clear()      # release consumed DLPack tensors now, not when the traceback dies
         raise
@@ -317,6 +346,7 @@ class _Plan:
                               f"{[a.name for a in sig]} but launched with {user}")
         array_arg = _cpu_array_arg() if dev == "cpu" else _gpu_array_arg()
         self.ck = ck
+        self.launcher = None
         self.checkers = [(pos, _checker(spec, dev, array_arg, kname))
                          for pos, spec in zip(positions, sig)]
         flat_len = sum(1 + a.ndim if a.kind == "array" else 1 for a in sig)
@@ -331,9 +361,11 @@ class _Plan:
             self.shared_limit = profile.CPU_MAX_SHARED
 
     def gpu_launcher(self):
-        """The GPU path's prepared launcher for this plan's kernel (current context)."""
+        """The GPU path's prepared launcher for this plan's kernel (current context), kept on
+        the plan (plans are dropped when the driver is reset)."""
         from .gpu import launcher_for
-        return launcher_for(self.ck)
+        self.launcher = launcher_for(self.ck)
+        return self.launcher
 
 
 def _gpu_array_arg():
@@ -360,11 +392,24 @@ def _array_checker(spec, dev, array_arg, kname):
     name, dt, nd, writable = spec.name, spec.dtype.dtype, spec.ndim, spec.writable
     expected = _describe_array(dt, nd)
     where = f" (launching {kname})"
+    gpu = dev == "gpu"
 
     def fail(got):
         raise LaunchError(f"argument '{name}': expected {expected}, got {got}{where}")
 
     def check(a, out):
+        if gpu and type(a) is DeviceArray and a._host is None:    # the fast, common case
+            shape = a.shape
+            if (a.dtype is not dt and a.dtype != dt) or len(shape) != nd:
+                fail(f"a DeviceArray of {_describe_array(a.dtype, len(shape))}")
+            if a._freed:
+                fail("a DeviceArray that was freed (DeviceArray.free())")
+            for s in shape:
+                if s >= _SHAPE_LIMIT:
+                    fail(f"shape {shape}: every dimension must be below 2**31")
+            out.append(a._ptr)             # the address itself: nothing to stage
+            out.extend(shape)
+            return
         if isinstance(a, np.ndarray):
             if a.dtype != dt or a.ndim != nd:
                 fail(_describe_array(a.dtype, a.ndim))
