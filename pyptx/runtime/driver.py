@@ -248,6 +248,7 @@ class Context:
         self.pool = MemoryPool(self)
         self._events: list = []        # idle internal events (timing disabled)
         self.deferred: list = []       # (event, callbacks): run once the event has completed
+        self._deferred_lock = threading.Lock()
         pushed = self.enter()          # a first check that the context is usable here
         self.leave(pushed)
 
@@ -310,8 +311,21 @@ class Context:
         """Run `callbacks` once the work queued on `stream` so far has completed (checked at the
         next launch or synchronise: `reap()`).  Caller holds the context current."""
         ev = self.event()
-        check(self.drv.cuEventRecord(ev, stream or 0), "cuEventRecord", self.drv)
-        self.deferred.append((ev, callbacks))
+        try:
+            check(self.drv.cuEventRecord(ev, stream or 0), "cuEventRecord", self.drv)
+        except DeviceError:
+            self.idle_event(ev)
+            self.synchronize_all_quietly()
+            run_all(callbacks)          # could not track completion: waited for everything
+            return
+        with self._deferred_lock:
+            self.deferred.append((ev, callbacks))
+
+    def synchronize_all_quietly(self) -> None:
+        try:
+            self.drv.cuCtxSynchronize()
+        except Exception:  # noqa: BLE001 - best effort before releasing memory to its owner
+            pass
 
     def reap(self, wait: bool = False) -> None:
         """Run the callbacks of deferred work that has completed (all of it when `wait`).
@@ -320,13 +334,14 @@ class Context:
             return
         not_ready = getattr(self.drv.CUresult, "CUDA_ERROR_NOT_READY", None)
         keep, done = [], []
-        for ev, callbacks in self.deferred:
-            res = (self.drv.cuEventSynchronize if wait else self.drv.cuEventQuery)(ev)
-            if res[0] == not_ready:
-                keep.append((ev, callbacks))
-            else:
-                done.append((ev, callbacks))
-        self.deferred = keep
+        with self._deferred_lock:
+            for ev, callbacks in self.deferred:
+                res = (self.drv.cuEventSynchronize if wait else self.drv.cuEventQuery)(ev)
+                if res[0] == not_ready:
+                    keep.append((ev, callbacks))
+                else:
+                    done.append((ev, callbacks))
+            self.deferred = keep
         run_all([cb for ev, cbs in done for cb in cbs] + [lambda e=ev: self.idle_event(e)
                                                           for ev, _ in done])
 
