@@ -258,7 +258,7 @@ class FakeDriver:
         if e is not None:
             return (e, None)
         self.primary_refs[dev] = self.primary_refs.get(dev, 0) + 1
-        return (R.CUDA_SUCCESS, 0xC7000 + dev)
+        return (R.CUDA_SUCCESS, _real.CUcontext(0xC7000 + dev))
 
     def cuDevicePrimaryCtxRelease(self, dev):
         e = self._call("cuDevicePrimaryCtxRelease", dev)
@@ -275,9 +275,9 @@ class FakeDriver:
     def cuCtxGetCurrent(self):
         if not self.record and self.library:        # benchmarks: the lean path
             stack = getattr(self._tls, "stack", None)
-            return (R.CUDA_SUCCESS, stack[-1] if stack else 0)
+            return (R.CUDA_SUCCESS, _real.CUcontext(stack[-1] if stack else 0))
         e = self._call("cuCtxGetCurrent")
-        return (e, None) if e is not None else (R.CUDA_SUCCESS, self.current())
+        return (e, None) if e is not None else (R.CUDA_SUCCESS, _real.CUcontext(self.current()))
 
     def cuCtxSetCurrent(self, ctx):
         e = self._call("cuCtxSetCurrent", ctx)
@@ -307,7 +307,7 @@ class FakeDriver:
         stack = self._stack()
         if not stack:
             return (R.CUDA_ERROR_INVALID_CONTEXT, None)
-        return (R.CUDA_SUCCESS, stack.pop())
+        return (R.CUDA_SUCCESS, _real.CUcontext(stack.pop()))
 
     def cuCtxSynchronize(self):
         e = self._call("cuCtxSynchronize")
@@ -341,7 +341,7 @@ class FakeDriver:
                 buf[:k] = log[:k]
                 buf[k] = 0
             return (e, None)
-        handle = f"module{len(self.modules)}"
+        handle = _real.CUmodule(0x3000 + len(self.modules))
         self.modules[handle] = {name: _PARAM.findall(body)
                                 for name, body in _ENTRY.findall(ptx)}
         self.module_resources[handle] = resources
@@ -358,7 +358,7 @@ class FakeDriver:
         if entry not in self.modules[module]:
             return (R.CUDA_ERROR_NOT_FOUND, None)
         res = self.module_resources.get(module, {})
-        handle = f"func{len(self.functions)}"
+        handle = _real.CUfunction(0x4000 + len(self.functions))
         threads = self.max_threads.get(entry, _max_threads_for(res.get("registers", 0)))
         self.functions[handle] = (entry, self.modules[module][entry], threads,
                                   res.get("shared_bytes", 0))
@@ -402,7 +402,7 @@ class FakeDriver:
         base = self._next
         self._next += (n + 255) // 256 * 256 + 256
         self.memory[base] = np.full(n, 0xAB, np.uint8)      # garbage, like real memory
-        return (R.CUDA_SUCCESS, base)
+        return (R.CUDA_SUCCESS, _real.CUdeviceptr(base))
 
     def cuMemFree(self, ptr):
         e = self._call("cuMemFree", ptr)
@@ -481,7 +481,7 @@ class FakeDriver:
         while h in self.streams:
             h += 1
         self.streams.add(h)
-        return (R.CUDA_SUCCESS, h)
+        return (R.CUDA_SUCCESS, _real.CUstream(h))
 
     def _stream_ok(self, stream):
         return int(stream or 0) in self.streams or int(stream or 0) in (1, 2)
@@ -516,9 +516,9 @@ class FakeDriver:
         e = self._call("cuEventCreate", flags)
         if e is not None:
             return (e, None)
-        h = 0xE000 + len(self.calls) + len(self.events)
+        h = _real.CUevent(0xE000 + len(self.calls) + len(self.events))
         while h in self.events:
-            h += 1
+            h = _real.CUevent(int(h) + 1)
         self.events[h] = None
         return (R.CUDA_SUCCESS, h)
 
@@ -564,7 +564,7 @@ class FakeDriver:
             e = R.CUDA_ERROR_INVALID_HANDLE
         if e is None and (self._event_index(start) >= 0 or self._event_index(end) >= 0):
             e = R.CUDA_ERROR_NOT_READY
-        return (e, None) if e is not None else (R.CUDA_SUCCESS, 0.25 * (end - start))
+        return (e, None) if e is not None else (R.CUDA_SUCCESS, 0.25 * (int(end) - int(start)))
 
     # -- launch ----------------------------------------------------------------------------------------
     def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, kernel_params, extra):

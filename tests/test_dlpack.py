@@ -320,7 +320,7 @@ def test_gpu_launch_with_a_dlpack_argument(fake, monkeypatch):
     assert px.streams == [1] and pout.streams == [1]        # legacy default stream
     s = driver.Stream()
     scale[1, 64](pout, px, 1.0, n, stream=s)
-    assert px.streams[-1] == s.handle and fake.launches[-1].stream == s.handle
+    assert px.streams[-1] == int(s.handle) and fake.launches[-1].stream == int(s.handle)
     s.close()
 
 

@@ -280,8 +280,8 @@ def test_cuda_array_interface_objects_are_used_in_place(fake, monkeypatch):
     driver.context()
     n = 50
     xs = rng.standard_normal(n).astype(np.float32)
-    px = fake.cuMemAlloc(4 * n)[1]
-    po = fake.cuMemAlloc(4 * n)[1]
+    px = int(fake.cuMemAlloc(4 * n)[1])
+    po = int(fake.cuMemAlloc(4 * n)[1])
     fake.view(px, np.float32, n)[:] = xs
     scale[1, 64](ForeignGpuArray(po, (n,), "<f4", (4,)), ForeignGpuArray(px, (n,), "<f4"), 0.5, n)
     assert fake.launches[0].params["out"] == po and fake.launches[0].params["x"] == px
@@ -305,8 +305,8 @@ def test_streams_use_async_copies_and_synchronise(fake, monkeypatch):
     scale[1, 8](out, x, 2.0, 8, stream=s)
     np.testing.assert_array_equal(out, x * np.float32(2.0))
     assert fake.count("cuMemcpyHtoDAsync") == 2 and fake.count("cuMemcpyDtoHAsync") == 1
-    assert fake.launches[0].stream == s.handle
-    assert ("cuStreamSynchronize", (s.handle,)) in fake.calls
+    assert fake.launches[0].stream == int(s.handle)
+    assert ("cuStreamSynchronize", (int(s.handle),)) in fake.calls
     e0, e1 = driver.Event(), driver.Event()
     e0.record(s)
     e1.record(s)

@@ -245,13 +245,13 @@ def test_cai_stream_is_waited_on(fake, monkeypatch):
     mine = driver.Stream()
     px = ctx.call("alloc", fake.cuMemAlloc, 32)
     po = ctx.call("alloc", fake.cuMemAlloc, 32)
-    scale[1, 8](CaiArray(po, 8), CaiArray(px, 8, stream=producer.handle), 1.0, 8, stream=mine)
+    scale[1, 8](CaiArray(po, 8), CaiArray(px, 8, stream=int(producer.handle)), 1.0, 8, stream=mine)
     rec = [c for c in fake.calls if c[0] in ("cuEventRecord", "cuStreamWaitEvent")]
-    assert rec[0][0] == "cuEventRecord" and rec[0][1][1] == producer.handle
-    assert rec[1][0] == "cuStreamWaitEvent" and rec[1][1][0] == mine.handle
+    assert rec[0][0] == "cuEventRecord" and rec[0][1][1] == int(producer.handle)
+    assert rec[1][0] == "cuStreamWaitEvent" and rec[1][1][0] == int(mine.handle)
     assert rec[0][1][0] == rec[1][1][1]                  # the same event
     n = len(fake.calls)
-    scale[1, 8](CaiArray(po, 8), CaiArray(px, 8, stream=mine.handle), 1.0, 8, stream=mine)
+    scale[1, 8](CaiArray(po, 8), CaiArray(px, 8, stream=int(mine.handle)), 1.0, 8, stream=mine)
     assert not [c for c in fake.calls[n:] if c[0] == "cuStreamWaitEvent"]   # same stream
     with pytest.raises(LaunchError, match="'x'.*stream 0"):
         scale[1, 8](CaiArray(po, 8), CaiArray(px, 8, stream=0), 1.0, 8)
@@ -363,7 +363,7 @@ def test_streams_and_events_are_destroyed(fake):
     del s, e
     gc.collect()
     assert ("cuStreamDestroy", (hs,)) in fake.calls and ("cuEventDestroy", (he,)) in fake.calls
-    assert hs not in fake.streams and he not in fake.events
+    assert int(hs) not in fake.streams and he not in fake.events
 
 
 def test_bindings_newer_than_the_driver_are_refused(monkeypatch):
@@ -413,3 +413,58 @@ def test_fake_jit_runs_ptxas(fake):
     with pytest.raises(DeviceError) as ei:
         driver.context().function(bad, "k")
     assert ei.value.error_name == "CUDA_ERROR_INVALID_PTX" and "%r2" in ei.value.jit_log
+
+
+# ---- the real bindings accept every argument pyptx passes --------------------------------------------
+
+def _real_library_loadable() -> bool:
+    import cuda.bindings.driver as real
+    try:
+        real.cuDriverGetVersion()
+        return True
+    except Exception:  # noqa: BLE001 - DynamicLibNotFoundError: no libcuda here
+        return False
+
+
+@pytest.mark.skipif("_real_library_loadable()", reason="replaying fake handles on a real driver "
+                                                       "is unsafe")
+def test_real_bindings_accept_the_arguments_pyptx_passes(fake, monkeypatch):
+    """Without a GPU the real cuda.bindings still convert (and so type-check) every argument
+    before looking for libcuda: replay every call pyptx made to the fake against them."""
+    import cuda.bindings.driver as real
+    from cuda.pathfinder import DynamicLibNotFoundError
+    use_scale(monkeypatch, fake, body="    .shared .align 16 .b8 tile[1024];\n")
+    x = rng.standard_normal(16).astype(np.float32)
+    d = pyptx.to_device(x)
+    s = driver.Stream()
+    e0, e1 = driver.Event(), driver.Event()
+    e0.record(s)
+    scale[1, 16](np.empty_like(x), x, 2.0, 16, stream=s, shared_mem=60 * 1024)
+    scale[1, 16](d, d, 2.0, 16)
+    po = int(driver.context().call("alloc", fake.cuMemAlloc, 64))
+    scale[1, 16](CaiArray(po, 16), CaiArray(d.device_pointer, 16, stream=int(s.handle)), 1.0, 16)
+    e1.record(s)
+    e1.elapsed_ms(e0)
+    d.copy_from_host(x)
+    d.copy_to_host()
+    d.free()
+    driver.synchronize()
+    driver.free_cached_memory()
+    with pytest.raises(DeviceError):
+        driver.context().function(".version 7.0\n.target sm_75\n.address_size 64\n"
+                                  ".visible .entry k()\n{\n bogus;\n}\n", "k")
+    del s, e0, e1
+    gc.collect()
+    names = {name for name, _ in fake.calls}
+    assert {"cuLaunchKernel", "cuMemcpyHtoDAsync", "cuStreamWaitEvent", "cuPointerGetAttribute",
+            "cuFuncSetAttribute", "cuFuncGetAttribute", "cuModuleLoadDataEx", "cuEventDestroy",
+            "cuStreamDestroy", "cuCtxGetCurrent", "cuMemFree"} <= names
+    bad = []
+    for name, args in fake.calls:
+        try:
+            getattr(real, name)(*args)
+        except DynamicLibNotFoundError:
+            pass                                  # converted fine, then found no libcuda
+        except Exception as err:  # noqa: BLE001
+            bad.append(f"{name}{args!r}: {type(err).__name__}: {err}")
+    assert not bad, "\n".join(bad)

@@ -301,7 +301,8 @@ class Context:
         """An idle internal event (timing disabled); give it back with `idle_event`."""
         if self._events:
             return self._events.pop()
-        flags = getattr(getattr(self.drv, "CUevent_flags", None), "CU_EVENT_DISABLE_TIMING", 2)
+        flags = int(getattr(getattr(self.drv, "CUevent_flags", None), "CU_EVENT_DISABLE_TIMING",
+                            2))
         return self.call("cuEventCreate", self.drv.cuEventCreate, flags)
 
     def idle_event(self, ev) -> None:
@@ -622,8 +623,8 @@ class Event:
 
 
 def stream_handle(stream):
-    """Whatever the user passed as `stream=` → an int handle (None: the legacy default stream)
-    or a cuda.bindings CUstream.  Anything else is a LaunchError, raised before any work.
+    """Whatever the user passed as `stream=` → an int handle (None: the legacy default stream).
+    Anything else is a LaunchError, raised before any work.
 
     Accepted: None, an int handle >= 0, a driver CUstream, a pyptx `Stream`, or any object
     with `__cuda_stream__` (cuda.core, CuPy >= 13), `.cuda_stream` (PyTorch) or `.ptr` (CuPy)."""
@@ -637,7 +638,7 @@ def stream_handle(stream):
     if t is Stream:
         if stream.handle is None:
             raise LaunchError("stream= is a pyptx Stream that was closed")
-        return stream.handle
+        return int(stream.handle)
     if isinstance(stream, bool) or isinstance(stream, (float, str, bytes)):
         raise LaunchError(f"stream must be None, a pyptx Stream, a CUstream, an int handle or "
                           f"an object with __cuda_stream__, got {t.__name__} {stream!r}")
@@ -652,7 +653,7 @@ def stream_handle(stream):
         if isinstance(v, int) and not isinstance(v, bool):
             return v
     if t.__name__ in ("CUstream", "cudaStream_t"):
-        return stream                    # a cuda.bindings handle: pass through
+        return int(stream)               # a cuda.bindings handle
     if isinstance(stream, int):          # numpy / IntEnum-like ints
         return stream_handle(int(stream))
     raise LaunchError(f"stream must be None, a pyptx Stream, a CUstream, an int handle or an "
