@@ -98,7 +98,7 @@ def fake_main(n: int) -> int:
     offs = [0, 8, 16, 24, 28, 32]
     ptrs = (ctypes.c_void_p * 6)(*[ctypes.addressof(buf) + o for o in offs])
     addr = ctypes.addressof(ptrs)
-    getattr(ctx, "enter", getattr(ctx, "make_current", None))()   # this thread: current
+    ctx.enter()                  # the direct calls below need the context current
 
     def direct():
         fake.cuLaunchKernel(fn.handle, 4, 1, 1, 256, 1, 1, 0, None, addr, 0)

@@ -254,6 +254,7 @@ def test_device_array_round_trip_and_in_place_launch(fake, monkeypatch):
     np.testing.assert_array_equal(d.copy_to_host(), host)
     cai = d.__cuda_array_interface__
     assert cai["data"][0] == d.device_pointer and cai["typestr"] == "<f4" and cai["shape"] == (100,)
+    assert cai["stream"] == 1          # consumers order their work after pyptx's (CAI v3)
     out = pyptx.to_device(np.zeros(100, np.float32))
     copies = fake.count("cuMemcpyHtoD") + fake.count("cuMemcpyDtoH")
     scale[1, 128](out, d, 4.0, 100)

@@ -115,8 +115,10 @@ class DeviceArray:
     def __cuda_array_interface__(self) -> dict:
         if self._host is not None:
             raise AttributeError("a DeviceArray on the CPU executor is not CUDA memory")
+        # stream 1 (the legacy default stream, which waits for every blocking stream pyptx
+        # launches on): a consumer that honours CAI v3 orders its work after pyptx's
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self._ptr, False),
-                "strides": None, "version": 3}
+                "strides": None, "version": 3, "stream": 1}
 
     def __dlpack_device__(self) -> tuple:
         """(kDLCUDA=2, device ordinal) on the GPU, (kDLCPU=1, 0) on the CPU executor."""

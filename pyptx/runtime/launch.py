@@ -492,7 +492,8 @@ def _dlpack_stream():
 def _dlpack_arg(a, dev, dt, nd, writable, fail):
     """Consume `a.__dlpack__()` for an array parameter: (what the device launch takes, shape).
 
-    GPU: an ImportedTensor whose `.data` the kernel gets (released by gpu.launch).  CPU: a
+    GPU: an ImportedTensor whose `.data` the kernel gets (released by the GPU launcher once
+    the kernel has finished).  CPU: a
     numpy view of the producer's memory (the deleter runs when the view is dropped)."""
     from . import dlpack
     try:
