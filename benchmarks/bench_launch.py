@@ -10,10 +10,10 @@ of calling the fake's cuLaunchKernel directly with the same arguments (the fake'
 Measured for 4 device-resident arguments (2 DeviceArrays + 2 scalars; target <= 3 µs) and for
 the same kernel with numpy arrays (copies in and out through the staging pool).
 
-Without `--fake` it needs a CUDA GPU (prints why not and exits 0 otherwise).  The kernel (`out[i] = a * x[i] + b`
-over 1024 elements, arguments: two device arrays and two scalars) is tiny, so the time per launch
-is the host-side cost of binding, checking and packing arguments plus `cuLaunchKernel`.  The peer
-is numba-cuda's `@cuda.jit` kernel on the same device arrays (CuPy's RawKernel is used instead
+Without `--fake` it needs a CUDA GPU (prints why not and exits 0 otherwise).  The kernel
+(`out[i] = a * x[i] + b` over 1024 elements, arguments: two device arrays and two scalars) is
+tiny, so the time per launch is the host-side cost of binding, checking and packing arguments
+plus `cuLaunchKernel`.  The peer is numba-cuda's `@cuda.jit` kernel on the same device arrays (CuPy's RawKernel is used instead
 when CuPy is installed).  Both are timed as N back-to-back launches followed by one synchronise.
 Target: <= 6 µs per pyptx launch.
 """
