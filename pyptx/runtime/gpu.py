@@ -133,9 +133,6 @@ class GpuLauncher:
 
     def __call__(self, grid, block, values, shared_mem, hstream) -> None:
         ctx = self.ctx
-        if not ctx.alive:                    # reset, or a forked child: say why
-            driver.context()
-            raise DeviceError("the CUDA context this kernel was loaded in is gone; launch again")
         pushed = ctx.enter()
         try:
             if ctx.deferred:

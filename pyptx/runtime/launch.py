@@ -37,33 +37,23 @@ _generation = [0]             # bumped by driver.reset(): every cached launch pl
 def invalidate_plans() -> None:
     """Forget the device decision and every kernel's launch plans (driver swapped or reset)."""
     _device_cache.clear()
+    _device_by_raw.clear()
     _generation[0] += 1
 
 
-def _env_reader():
-    """A cheap way to read PYPTX_DEVICE at every launch (tests change it between launches):
-    CPython's `os.environ` keeps its encoded copy in `_data`, a plain dict kept in step by
-    `os.environ[...] = ...` / `monkeypatch.setenv`; elsewhere fall back to `os.environ.get`."""
+def _env_lookup():
+    """(get, key): a cheap way to read PYPTX_DEVICE at every launch (tests change it between
+    launches).  CPython's `os.environ` keeps its encoded copy in `_data`, a plain dict kept in
+    step by `os.environ[...] = ...` / `monkeypatch.setenv`; elsewhere use `os.environ.get`."""
     data = getattr(os.environ, "_data", None)
     encodekey = getattr(os.environ, "encodekey", None)
-    decode = getattr(os.environ, "decodevalue", None)
-    if isinstance(data, dict) and encodekey is not None and decode is not None:
-        key = encodekey("PYPTX_DEVICE")
-        cache: dict = {}
-
-        def read():
-            raw = data.get(key)
-            if raw is None:
-                return "auto"
-            hit = cache.get(raw)
-            if hit is None:
-                hit = cache[raw] = decode(raw)
-            return hit
-        return read
-    return lambda: os.environ.get("PYPTX_DEVICE", "auto")
+    if isinstance(data, dict) and encodekey is not None:
+        return data.get, encodekey("PYPTX_DEVICE")
+    return os.environ.get, "PYPTX_DEVICE"
 
 
-_device_env = _env_reader()
+_env_get, _env_key = _env_lookup()
+_device_by_raw: dict = {}     # raw environment value -> the _device_cache entry
 
 
 def device() -> str:
@@ -71,10 +61,14 @@ def device() -> str:
 
     Decided once per process and value of the environment variable.  With `gpu` and no usable
     GPU this raises DeviceError saying why."""
-    mode = _device_env()
-    hit = _device_cache.get(mode)
+    hit = _device_by_raw.get(_env_get(_env_key))
     if hit is None:
-        hit = _device_cache[mode] = _decide(mode)
+        raw = _env_get(_env_key)
+        mode = os.environ.get("PYPTX_DEVICE", "auto")
+        hit = _device_cache.get(mode)
+        if hit is None:
+            hit = _device_cache[mode] = _decide(mode)
+        _device_by_raw[raw] = hit
     return hit[0]
 
 
@@ -179,7 +173,9 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
             extra = {} if chk is None else {"checks": chk}
             _cpu_launch()(plan.ck.ptx, plan.ck.name, g, b, flat, shared_mem, **extra)
         else:
-            launcher = plan.launcher or plan.gpu_launcher()
+            launcher = plan.launcher
+            if launcher is None or not launcher.ctx.alive:   # first launch, or a forked child
+                launcher = plan.gpu_launcher()
             if chk is None:
                 launcher(g, b, flat, shared_mem, hstream)
             else:
