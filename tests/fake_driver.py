@@ -66,7 +66,8 @@ NEEDS_CONTEXT = frozenset({
     "cuStreamQuery", "cuEventCreate", "cuEventDestroy", "cuEventRecord", "cuEventSynchronize",
     "cuEventQuery", "cuEventElapsedTime", "cuFuncSetAttribute", "cuFuncGetAttribute"})
 
-PARAM_BUFFER_LIMIT = 4096          # bytes of kernel parameters a launch may pass (pre-12.1 rule)
+PARAM_BUFFER_LIMIT = 4096          # bytes of kernel parameters a launch may pass before CUDA 12.1
+PARAM_BUFFER_LIMIT_12_1 = 32764    # ... and from CUDA 12.1 on (Volta and newer)
 _ptxas_cache: dict = {}            # (ptx, arch) -> (error log | None, resources dict)
 
 
@@ -127,7 +128,7 @@ class FakeDriver:
             "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK": 1024,
         }
         self.calls: list = []
-        self.fail: dict = {}          # function name -> CUresult it returns instead
+        self.fail: dict = {}          # name -> CUresult it returns instead (a list: once each)
         self.jit_log = None           # set: cuModuleLoadDataEx fails with this error log
         self.memory: dict = {}        # base address -> np.uint8 buffer
         self.foreign: dict = {}       # base address -> (device ordinal, nbytes): other GPUs' memory
@@ -162,7 +163,10 @@ class FakeDriver:
                 return R.CUDA_ERROR_NOT_INITIALIZED
             if not self.current():
                 return R.CUDA_ERROR_INVALID_CONTEXT
-        return self.fail.get(name)
+        e = self.fail.get(name)
+        if isinstance(e, list):               # one result per call, then success
+            return e.pop(0) if e else None
+        return e
 
     def count(self, name) -> int:
         return sum(1 for c in self.calls if c[0] == name)
@@ -586,7 +590,8 @@ class FakeDriver:
             return (R.CUDA_ERROR_INVALID_VALUE,)
         if bx * by * bz > max_threads:
             return (R.CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES,)
-        if sum(_PARAM_SIZE[t] for t, _n in params) > PARAM_BUFFER_LIMIT:
+        if sum(_PARAM_SIZE[t] for t, _n in params) > (
+                PARAM_BUFFER_LIMIT_12_1 if self.version >= 12010 else PARAM_BUFFER_LIMIT):
             return (R.CUDA_ERROR_INVALID_VALUE,)
         if not isinstance(kernel_params, int) or (params and not kernel_params):
             return (R.CUDA_ERROR_INVALID_VALUE,)

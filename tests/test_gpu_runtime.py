@@ -470,3 +470,29 @@ def test_real_bindings_accept_the_arguments_pyptx_passes(fake, monkeypatch):
         except Exception as err:  # noqa: BLE001
             bad.append(f"{name}{args!r}: {type(err).__name__}: {err}")
     assert not bad, "\n".join(bad)
+
+
+def test_pool_frees_its_cache_and_retries_when_out_of_memory(fake, monkeypatch):
+    use_scale(monkeypatch, fake)
+    small = rng.standard_normal(8).astype(np.float32)
+    scale[1, 8](np.empty_like(small), small, 2.0, 8)          # leaves 2 buffers cached
+    assert len(fake.memory) == 2
+    big = rng.standard_normal(4096).astype(np.float32)
+    out = np.full_like(big, np.nan)
+    fake.fail["cuMemAlloc"] = [fake.CUresult.CUDA_ERROR_OUT_OF_MEMORY]
+    scale[1, 8](out, big, 2.0, 4096)
+    assert fake.count("cuMemFree") == 2                       # the cache went back first
+    np.testing.assert_array_equal(out, big * np.float32(2.0))
+
+
+def test_fake_kernel_fault_is_sticky_like_a_gpu(fake, monkeypatch):
+    use_scale(monkeypatch, fake)
+    x = pyptx.to_device(rng.standard_normal(8).astype(np.float32))
+    out = pyptx.to_device(np.full(8, np.nan, np.float32))
+    fake.bodies["scale"] = lambda fk, ln: fk.view(ln.params["x"], np.float32, 10 ** 6)
+    scale[1, 8](out, x, 1.0, 8)                # queued fine; the fault shows at the wait
+    with pytest.raises(DeviceError) as ei:
+        driver.synchronize()
+    assert ei.value.error_name == "CUDA_ERROR_ILLEGAL_ADDRESS"
+    with pytest.raises(DeviceError, match="ILLEGAL_ADDRESS"):
+        scale[1, 8](out, x, 1.0, 8)            # the context stays broken, as on a GPU
