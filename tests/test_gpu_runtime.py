@@ -496,3 +496,37 @@ def test_fake_kernel_fault_is_sticky_like_a_gpu(fake, monkeypatch):
     assert ei.value.error_name == "CUDA_ERROR_ILLEGAL_ADDRESS"
     with pytest.raises(DeviceError, match="ILLEGAL_ADDRESS"):
         scale[1, 8](out, x, 1.0, 8)            # the context stays broken, as on a GPU
+
+
+# ---- on a real GPU (skipped without one; not yet run: no GPU has been lent to this project) ---------
+
+def _real_gpu_present() -> bool:
+    prev = driver.set_driver(None)
+    try:
+        return driver.probe() is None
+    finally:
+        driver.set_driver(prev)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif("not _real_gpu_present()", reason="no CUDA GPU")
+def test_real_gpu_renamed_kernel_threads_streams(monkeypatch):
+    monkeypatch.setenv("PYPTX_DEVICE", "gpu")
+    prev = driver.set_driver(None)
+    try:
+        k_ru, k_p0 = _renamed_kernels()
+        x = rng.standard_normal(1000).astype(np.float32)
+        dx, dout = pyptx.to_device(x), pyptx.to_device(np.full_like(x, np.nan))
+        in_thread(lambda: k_ru[4, 256](dout, dx, 1000))         # launched from another thread
+        np.testing.assert_array_equal(dout.copy_to_host(), x * np.float32(2.0))
+        s = driver.Stream()
+        out = np.full_like(x, np.nan)
+        k_p0[4, 256](out, x, 1000, stream=s)                    # numpy through the pool
+        np.testing.assert_array_equal(out, x + np.float32(1.0))
+        box = [dx]
+        del dx
+        in_thread(lambda: (box.clear(), gc.collect()))           # freed from another thread
+        s.close()
+        driver.free_cached_memory()
+    finally:
+        driver.set_driver(prev)
