@@ -37,7 +37,7 @@ def test_compiler_side_never_imports_the_runtime():
 def test_compiling_with_the_default_arch_never_imports_the_runtime():
     code = ("import sys, pyptx\n"
             "from pyptx import f32\n"
-            "import tests_layering_kernel as k\n"
+            "import layering_kernel as k\n"
             "ck = pyptx.compile(k.copy)\n"
             "assert ck.arch == 'sm_80', ck.arch\n"
             "rt = sorted(n for n in sys.modules if n.startswith('pyptx.runtime'))\n"
