@@ -597,8 +597,9 @@ _FLOAT_OVERFLOW = {"f16": 65520.0, "f32": 2.0**128 - 2.0**103, "f64": math.inf,
 def _float_checker(name, t, kname):
     lim = _FLOAT_OVERFLOW[t.name]
     tname = t.dtype.name
+    bits = None
     if t.name == "bf16":            # passed as its bit pattern (the host form of bf16)
-        conv, tname = t, "bf16"
+        bits, tname = t, "bf16"
 
     def check(v, out):
         if type(v) is not float:
@@ -614,7 +615,8 @@ def _float_checker(name, t, kname):
         if (v >= lim or v <= -lim) and not math.isinf(v):
             raise LaunchError(f"argument '{name}': {v!r} is out of range for {tname} "
                               f"(launching {kname})")
-        out.append(v)        # packed straight from the Python float (struct rounds as conv would)
+        # f16/f32/f64: packed straight from the Python float (struct rounds like numpy)
+        out.append(v if bits is None else bits(v))
     return check
 
 
