@@ -101,6 +101,8 @@ class GpuLauncher:
         self.ck = ck
         self.ctx = ctx
         self.pointers, halves = param_slots(ck)
+        self.pointer_slots = [i for i, _w in self.pointers]
+        self.cu_launch = ctx.drv.cuLaunchKernel
         self.packer = driver.ParamPacker(ck.params, half_slots=halves)
         self.function = None
         self.tight = True
@@ -142,12 +144,16 @@ class GpuLauncher:
                 shared_mem = int(shared_mem)     # checked by the launcher: an int >= 0
             if shared_mem or self.tight:
                 self._check_limits(fn, block, shared_mem)
-            for i, writable in self.pointers:
+            for i in self.pointer_slots:
                 if type(values[i]) is not int:
                     break
             else:                                # every array is a device address: no staging
                 with self.lock:
-                    fn.launch(grid, block, shared_mem, hstream, self.packer.pack(values))
+                    res = self.cu_launch(fn.handle, grid[0], grid[1], grid[2], block[0],
+                                         block[1], block[2], shared_mem, hstream,
+                                         self.packer.pack(values), 0)
+                if res[0] != ctx.success:
+                    driver.check(res, f"cuLaunchKernel({fn.entry})", ctx.drv)
                 return
             staged = _Staging(ctx, hstream)
             try:

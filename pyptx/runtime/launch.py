@@ -103,6 +103,8 @@ def _decide(mode: str):
 # ---- grid and block ---------------------------------------------------------------------------
 
 _dims_cache: dict = {}
+_int_dims: dict = {}          # exact-int grid -> its 3-tuple (filled by _dims)
+_int_blocks: dict = {}        # exact-int block -> its 3-tuple
 
 
 def _dims(value, what: str) -> tuple:
@@ -140,7 +142,11 @@ def _dims(value, what: str) -> tuple:
     if cacheable:
         if len(_dims_cache) > 4096:
             _dims_cache.clear()
+            _int_dims.clear()
+            _int_blocks.clear()
         _dims_cache[(what, value)] = out
+        if t is int:
+            (_int_dims if what == "grid" else _int_blocks)[value] = out
     return out
 
 
@@ -148,8 +154,12 @@ def _dims(value, what: str) -> tuple:
 
 def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
     """Check everything, compile (cached), then run `kernel` over `grid` × `block`."""
-    g = _dims(grid, "grid")
-    b = _dims(block, "block")
+    g = _int_dims.get(grid) if type(grid) is int else None      # the common case, one lookup
+    if g is None:
+        g = _dims(grid, "grid")
+    b = _int_blocks.get(block) if type(block) is int else None
+    if b is None:
+        b = _dims(block, "block")
     hstream = None if stream is None else stream_handle(stream)   # LaunchError if malformed
     chk = checking.current()            # None unless pyptx.sanitize / pyptx.profile is on
     dev = "cpu" if chk is not None and chk.sanitizing else device()
