@@ -134,3 +134,19 @@ def test_gpu_launch_falls_back_to_coherent_loads_when_aliased(fake, monkeypatch)
     assert launched[0][1][0] != launched[1][1][0]       # two different functions
     scale[1, 16](y, y, 3.0, 16)                         # the coherent module is cached
     assert len(_loaded_images(fake)) == 2
+
+
+def test_gpu_device_arrays_aliased_use_the_coherent_module(fake, monkeypatch):
+    """The launcher's fast path (DeviceArray addresses, nothing staged) checks aliasing too."""
+    ck = hand_compiled("scale", SCALE, body=NC_BODY)
+    monkeypatch.setattr(pyptx_compiler, "compile_kernel", FakeCompiler(lambda k, c, t: ck))
+    fake.bodies["scale"] = _body
+    x = np.random.default_rng(7).standard_normal(16).astype(np.float32)
+    d, other = pyptx.to_device(x), pyptx.to_device(np.full(16, np.nan, np.float32))
+    scale[1, 16](other, d, 2.0, 16)                     # distinct arrays: the .nc module
+    assert len(_loaded_images(fake)) == 1
+    scale[1, 16](d, d, 3.0, 16)                         # in place: the coherent module
+    images = _loaded_images(fake)
+    assert len(images) == 2 and images[1] == coherent_ptx(images[0])
+    np.testing.assert_array_equal(d.copy_to_host(), x * np.float32(3.0))
+    np.testing.assert_array_equal(other.copy_to_host(), x * np.float32(2.0))

@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from . import driver
+from . import driver, readonly
 from ..errors import DeviceError, LaunchError
 from .dlpack import ImportedTensor
 
@@ -108,6 +108,33 @@ class GpuLauncher:
         self.tight = True
         self.shared_limit = None
         self.lock = threading.Lock()     # the packer's buffer is shared by every launch
+        # read-only arrays load through ld.global.nc; a launch where one overlaps a written
+        # array runs the coherent variant of the PTX instead (readonly.py)
+        sizes = [(i, a.ndim, a.dtype.dtype.itemsize, a.writable)
+                 for (i, _w), a in zip(self.pointers, [a for a in ck.signature
+                                                       if a.kind == "array"])]
+        mixed = any(w for *_x, w in sizes) and not all(w for *_x, w in sizes)
+        self.spans = sizes if mixed and readonly.uses_nc(ck.ptx) else None
+        #: (read-only slot, written slot) pairs: DeviceArrays own whole allocations, so two of
+        #: them overlap only when their addresses are equal
+        self.nc_pairs = [(r, w) for r, *_a, rw in sizes if not rw
+                         for w, *_b, ww in sizes if ww] if self.spans else []
+        self.coherent = None
+
+    def _aliased(self, values) -> bool:
+        """Does a read-only array overlap a written one (addresses resolved in `values`)?"""
+        spans = []
+        for slot, nd, itemsize, w in self.spans:
+            n = itemsize
+            for k in range(nd):
+                n *= values[slot + 1 + k]
+            spans.append((values[slot], n, w))
+        return readonly.readonly_aliases_written(spans)
+
+    def _coherent(self):
+        if self.coherent is None:
+            self.coherent = self.ctx.function(readonly.coherent_ptx(self.ck.ptx), self.ck.name)
+        return self.coherent
 
     def _load(self):
         check_ptx_version(self.ck.ptx)
@@ -142,12 +169,16 @@ class GpuLauncher:
             fn = self.function or self._load()
             if shared_mem:
                 shared_mem = int(shared_mem)     # checked by the launcher: an int >= 0
-            if shared_mem or self.tight:
-                self._check_limits(fn, block, shared_mem)
             for i in self.pointer_slots:
                 if type(values[i]) is not int:
                     break
             else:                                # every array is a device address: no staging
+                for r, w in self.nc_pairs:
+                    if values[r] == values[w] and values[r]:
+                        fn = self._coherent()
+                        break
+                if shared_mem or self.tight or fn is self.coherent:
+                    self._check_limits(fn, block, shared_mem)
                 with self.lock:
                     res = self.cu_launch(fn.handle, grid[0], grid[1], grid[2], block[0],
                                          block[1], block[2], shared_mem, hstream,
@@ -160,6 +191,10 @@ class GpuLauncher:
                 for i, writable in self.pointers:
                     if type(values[i]) is not int:
                         values[i] = staged.resolve(values[i], writable)
+                if self.spans and self._aliased(values):
+                    fn = self._coherent()
+                if shared_mem or self.tight or fn is self.coherent:
+                    self._check_limits(fn, block, shared_mem)
                 with self.lock:
                     fn.launch(grid, block, shared_mem, hstream, self.packer.pack(values))
                 staged.copy_back()
