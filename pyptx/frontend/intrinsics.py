@@ -303,6 +303,7 @@ _ATOMIC_TYPES = {
     "exch": ("i32", "u32", "i64", "u64", "f32", "f64"),
     "and": ("i32", "u32", "i64", "u64"), "or": ("i32", "u32", "i64", "u64"),
     "xor": ("i32", "u32", "i64", "u64"), "cas": ("i32", "u32", "i64", "u64", "f32", "f64"),
+    "inc": ("u32",), "dec": ("u32",),
 }
 
 
@@ -342,9 +343,10 @@ def _atomic_cas(cx, array, index, expected, value):
     return arith.emit(cx, "atomic", [ptr, e, v], array.elem, kind="cas")
 
 
-def _float_minmax_cas(cx, kind, array, ptr, v):
+def _float_minmax_cas(cx, kind, array, ptr, v, nan_is_missing=False):
     """PTX has no float atom.min/max before sm_90: a compare-and-swap loop on the bits.
-    Stores only when `v` is strictly smaller (larger); a NaN `v` never changes memory."""
+    Stores only when `v` is strictly smaller (larger); a NaN `v` never changes memory.
+    `nan_is_missing` (atomic_nanmin/nanmax): a NaN in memory is replaced by any non-NaN `v`."""
     b = cx.b
     ft = array.elem
     bt = T.u32 if ft.bits == 32 else T.u64
@@ -357,6 +359,10 @@ def _float_minmax_cas(cx, kind, array, ptr, v):
     b.block = head
     old = b.read(var)
     better = arith.emit(cx, "cmp", [v, old], T.bool_, pred="lt" if kind == "min" else "gt")
+    if nan_is_missing:
+        fill = arith.emit(cx, "and", [arith.emit(cx, "isnan", [old], T.bool_), arith.emit(
+            cx, "not", [arith.emit(cx, "isnan", [v], T.bool_)], T.bool_)], T.bool_)
+        better = arith.emit(cx, "or", [better, fill], T.bool_)
     b.cbr(better, attempt, done)
     b.seal(attempt)
     b.block = attempt

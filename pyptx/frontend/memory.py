@@ -39,13 +39,23 @@ def attribute(cx, view: ArrayView, attr: str):
             raise cx.err("dynamic shared memory has no known shape; pass its length as a "
                          "kernel parameter")
         return tuple(view.shape)
+    if attr == "size":                     # numpy's a.size: the product of the shape (i32)
+        if any(s is None for s in view.shape):
+            raise cx.err("dynamic shared memory has no known size; pass its length as a "
+                         "kernel parameter")
+        size = 1
+        for s in view.shape:
+            size = size * s if isinstance(s, int) and isinstance(size, int) else \
+                emit(cx, "mul", [convert(cx, size, T.i32), s if not isinstance(s, int)
+                                 else make_const(s, T.i32)], T.i32)
+        return size
     if attr == "ndim":
         return view.ndim
     if attr == "dtype":
         return view.elem
     if attr == "view":
         return BoundView(view)
-    raise cx.err(f"arrays in kernels have no '.{attr}'; use .shape, .ndim, .dtype or "
+    raise cx.err(f"arrays in kernels have no '.{attr}'; use .shape, .size, .ndim, .dtype or "
                  f".view(type)")
 
 
@@ -100,6 +110,8 @@ def _static_shape(cx, shape) -> tuple[int, ...]:
 
 def allocate(cx, space: str, shape, dtype) -> ArrayView:
     """`pyptx.shared.array(shape, dtype)` / `pyptx.local.array(shape, dtype)`."""
+    if space == "shared" and type(shape) is int and shape == 0:
+        return dynamic_shared(cx, dtype)          # Numba's idiom: shared.array(0, dtype)
     dims = _static_shape(cx, shape)
     elem = as_dtype(cx, dtype, "the dtype")
     count = math.prod(dims)

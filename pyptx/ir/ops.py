@@ -110,7 +110,8 @@ OPS: dict[str, OpInfo] = _t([
            "write v (type elem of p) at p + attrs.get('offset', 0) bytes"),
     OpInfo("atomic", "p, v[, w]", None, False, True,
            "atomic read-modify-write at p, returns the old value (T = elem of p).  attrs kind in "
-           "{'add','min','max','exch','and','or','xor','cas'}; cas: operands p, expected, new"),
+           "{'add','min','max','exch','and','or','xor','cas','inc','dec'}; cas: operands p, "
+           "expected, new; inc/dec (u32): PTX atom.inc/dec (wrap at v)"),
     OpInfo("vload", "p", 1, False, True,
            "T = VecType(elem of p, n), n in {1, 2, 4, 8}, n * sizeof(elem) <= 16: the n "
            "consecutive elements at p + attrs.get('offset', 0) bytes, read by one access; the "
@@ -132,7 +133,7 @@ OPS: dict[str, OpInfo] = _t([
            "T u32: the mask of the lanes of the warp executing this instruction together "
            "(PTX activemask.b32); not pure: it depends on where control flow has diverged"),
     OpInfo("vote", "p, mask", 2, False, True,
-           "attrs mode in {'any','all'} -> T bool_; mode 'ballot' -> T u32"),
+           "attrs mode in {'any','all','uni'} -> T bool_; mode 'ballot' -> T u32"),
     # ---- tensor cores and async copies (sm_80+; docs/tensor-cores.md has the layouts) ---------
     OpInfo("mma", "a0..a3, b0, b1, c0..c3", 10, False, True,
            "warp-collective PTX mma.sync.aligned.m16n8k16.row.col.f32.<atype>.<atype>.f32: a*, b* "
@@ -149,6 +150,16 @@ OPS: dict[str, OpInfo] = _t([
            "PTX cp.async.commit_group then cp.async.wait_group attrs n: commit this thread's "
            "copies issued since the last commit as one group, then wait until at most n groups "
            "are pending"),
+    OpInfo("match", "v, mask", 2, False, True,
+           "T u32; v a 32/64-bit int or float (compared as bits).  attrs mode 'any': the lanes "
+           "of mask holding the same value (PTX match.any.sync); 'all': mask if every lane of "
+           "mask holds the same value, else 0 (match.all.sync)"),
+    OpInfo("barrier_red", "p", 1, False, True,
+           "bar.red 0 over the whole block with the bool_ p.  attrs mode 'popc' -> T i32 (how "
+           "many threads' p is true), 'and' / 'or' -> T bool_"),
+    OpInfo("bfind", "a", 1, True, True,
+           "a: int 32/64; T u32: the bit position of the most significant non-sign bit (attrs "
+           "shiftamt: its distance from the top instead); 0xFFFFFFFF when there is none (PTX bfind)"),
     # ---- output -----------------------------------------------------------------------------------
     OpInfo("print", "values...", None, False, False,
            "vprintf(attrs fmt, values...): fmt is a C format string with one conversion per "
@@ -161,9 +172,9 @@ OPS: dict[str, OpInfo] = _t([
 ])
 
 CMP_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
-ATOMIC_KINDS = ("add", "min", "max", "exch", "and", "or", "xor", "cas")
+ATOMIC_KINDS = ("add", "min", "max", "exch", "and", "or", "xor", "cas", "inc", "dec")
 SHFL_MODES = ("bfly", "down", "up", "idx")
 APPROX_FNS = ("ex2", "lg2", "sin", "cos", "tanh", "rsqrt", "rcp", "sqrt")
 SREGS = tuple(f"{r}.{d}" for r in ("tid", "ntid", "ctaid", "nctaid") for d in "xyz") + (
-    "laneid", "warpid")
+    "laneid", "warpid", "lanemask_lt", "lanemask_le", "lanemask_eq", "lanemask_gt", "lanemask_ge")
 VECTOR_LANES = (1, 2, 4, 8)

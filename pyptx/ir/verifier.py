@@ -138,9 +138,17 @@ class _Checker:
             need(T == u32, "activemask result is u32")
         elif op == "vote":
             mode = at.get("mode")
-            need(mode in ("any", "all", "ballot"), "vote mode must be any/all/ballot")
+            need(mode in ("any", "all", "uni", "ballot"), "vote mode must be any/all/uni/ballot")
             need(a[0] == bool_ and a[1] == u32, "vote: bool_ predicate, u32 mask")
             need(T == (u32 if mode == "ballot" else bool_), "vote result: bool_ (ballot: u32)")
+        elif op == "match":
+            need(T == u32 and at.get("mode") in ("any", "all") and a[1] == u32,
+                 "match: mode any/all, u32 mask, u32 result")
+        elif op == "barrier_red":
+            mode = at.get("mode")
+            need(a[0] == bool_ and mode in ("popc", "and", "or"), "barrier_red: bool_, popc/and/or")
+        elif op == "bfind":
+            need(T == u32 and _is_int(a[0], (32, 64)), "bfind: 32/64-bit int operand, u32 result")
         elif op == "print":
             need(isinstance(at.get("fmt"), str), "print needs a fmt string")
             need(all(isinstance(t, ScalarType) for t in a), "print takes scalars")

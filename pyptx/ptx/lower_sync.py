@@ -91,7 +91,7 @@ def lower_vote(em, ins) -> None:
     mode = ins.attrs["mode"]
     if mode == "ballot":
         em.i(f"vote.sync.ballot.b32 {em.dst(ins)}, {em.reg(p)}, {em.src(mask)}")
-    elif mode in ("any", "all"):
+    elif mode in ("any", "all", "uni"):
         em.i(f"vote.sync.{mode}.pred {em.dst(ins)}, {em.reg(p)}, {em.src(mask)}")
     else:
         raise em.error(f"unknown vote mode {mode!r}", ins)
@@ -164,3 +164,33 @@ def lower_print(em, ins) -> None:
         "\tcall.uni (retval0), vprintf, (param0, param1);",
         "\t}",
     ))
+
+
+# ---- Numba-CUDA parity: match, barrier reductions, bfind --------------------------------------
+
+@lowers("match")
+def lower_match(em, ins) -> None:
+    em.need("match.sync", ins)
+    v, mask = ins.operands
+    bits = "b64" if v.type.bits == 64 else "b32"
+    mode = ins.attrs["mode"]
+    if mode == "any":
+        em.i(f"match.any.sync.{bits} {em.dst(ins)}, {em.reg(v)}, {em.src(mask)}")
+    else:                                  # the predicate output is not needed: mask != 0
+        em.i(f"match.all.sync.{bits} {em.dst(ins)}, {em.reg(v)}, {em.src(mask)}")
+
+
+@lowers("barrier_red")
+def lower_barrier_red(em, ins) -> None:
+    em.need("bar.red", ins)
+    mode = ins.attrs["mode"]
+    typ = "u32" if mode == "popc" else "pred"
+    em.i(f"bar.red.{mode}.{typ} {em.dst(ins)}, 0, {em.reg(ins.operands[0])}")
+
+
+@lowers("bfind")
+def lower_bfind(em, ins) -> None:
+    a = ins.operands[0]
+    sfx = tb.suffixes(a.type).t
+    shift = ".shiftamt" if ins.attrs.get("shiftamt") else ""
+    em.i(f"bfind{shift}.{sfx} {em.dst(ins)}, {em.reg(a)}")

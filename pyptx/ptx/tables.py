@@ -149,6 +149,7 @@ ATOM_TYPES: dict[str, dict[str, str]] = {
     "exch": {**_ATOM_BITS, "f32": "b32", "f64": "b64"},
     "cas": {**_ATOM_BITS, "f32": "b32", "f64": "b64"},
     "and": dict(_ATOM_BITS), "or": dict(_ATOM_BITS), "xor": dict(_ATOM_BITS),
+    "inc": {"u32": "u32"}, "dec": {"u32": "u32"},
 }
 
 # ---- warp, special registers, fences -------------------------------------------------------------
@@ -157,7 +158,7 @@ ATOM_TYPES: dict[str, dict[str, str]] = {
 SHFL_C = {"bfly": "0x1f", "down": "0x1f", "idx": "0x1f", "up": "0"}
 
 SREGS = frozenset(f"{r}.{d}" for r in ("tid", "ntid", "ctaid", "nctaid") for d in "xyz") | {
-    "laneid", "warpid"}
+    "laneid", "warpid"} | {f"lanemask_{c}" for c in ("lt", "le", "eq", "gt", "ge")}
 
 FENCES = {"gl": "membar.gl", "cta": "membar.cta", "sys": "membar.sys"}
 
@@ -187,6 +188,8 @@ FEATURES: dict[str, tuple[int, int]] = {
     "mma": (70, 80),              # mma.sync.aligned.m16n8k16 (f16 / bf16 inputs)
     "ldmatrix": (70, 80),         # ldmatrix.sync.aligned.m8n8 (sm_75 has it; tensor cores: sm_80)
     "cp.async": (70, 80),
+    "match.sync": (60, 70),
+    "bar.red": (60, 30),
 }
 
 _ARCH_RE = re.compile(r"^sm_(\d+)([af]?)$")

@@ -285,3 +285,19 @@ def _directed_int_to_float(x, y, rnd):
         down, up = gt & (x > 0), lt & (x < 0)
     r = np.where(down, np.nextafter(y, -inf), y)
     return np.where(up, np.nextafter(y, inf), r).astype(y.dtype)
+
+
+def bfind(a, dt, shiftamt: bool):
+    """PTX bfind: position of the most significant non-sign bit (0xFFFFFFFF if none);
+    .shiftamt gives (bits - 1 - position) instead."""
+    dt = np.dtype(dt)
+    n = _bits(dt)
+    x = np.asarray(a, dt)
+    if dt.kind == "i":
+        x = np.where(x < 0, ~x, x)
+    u = x.astype(np.dtype(f"u{dt.itemsize}"))
+    pos = (n - 1) - clz(u, u.dtype).astype(np.int64)
+    none = u == 0
+    if shiftamt:
+        pos = (n - 1) - pos
+    return np.where(none, np.uint32(0xFFFFFFFF), pos.astype(np.uint32)).astype(np.uint32)

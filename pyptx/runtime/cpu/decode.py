@@ -214,6 +214,13 @@ def _brev(ctx, ins, parts):
     return _unary(ctx, ins, typ, lambda a: alu.brev(a, dt).reshape(np.shape(a)))
 
 
+def _bfind(ctx, ins, parts):
+    typ = types_of(parts)[-1]
+    dt = DTYPES[typ]
+    return _unary(ctx, ins, typ, lambda a: alu.bfind(a, dt, "shiftamt" in parts),
+                  dtype_out="u32")
+
+
 def _bfe(ctx, ins, parts):
     typ = types_of(parts)[-1]
     dt = DTYPES[typ]
@@ -323,11 +330,37 @@ def _exit(ctx, ins, parts):
 def _bar(ctx, ins, parts):
     if "warp" in parts:
         return Op(lambda st, sel: None, WARPSYNC, mask=reader(ctx, ins.operands[0], "b32"))
-    if "arrive" in parts or "red" in parts:
-        ctx.error("only bar.sync / barrier.sync are supported")
+    if "red" in parts:
+        return _bar_red(ctx, ins, parts)
+    if "arrive" in parts:
+        ctx.error("only bar.sync / bar.red / barrier.sync are supported")
     if len(ins.operands) > 1:
         ctx.error("bar.sync with a thread count is not supported")
     return Op(None, BARRIER)
+
+
+def _bar_red(ctx, ins, parts):
+    """`bar.red.{popc,and,or} d, 0, p`: a barrier whose `run(st, lanes)` the scheduler calls
+    once with every thread of the released blocks, all of them having arrived."""
+    mode = next(p for p in parts if p in ("popc", "and", "or"))
+    if len(ins.operands) != 3:
+        ctx.error("bar.red with a thread count is not supported")
+    d = writer(ctx, ins.operands[0], "u32" if mode == "popc" else "pred")
+    p = reader(ctx, ins.operands[2], "pred")
+
+    def run(st, lanes):
+        lanes = st.tidx if lanes is None else lanes
+        blk = st.blk[lanes]
+        pv = np.broadcast_to(np.asarray(p(st, lanes), bool), lanes.shape)
+        count = np.bincount(blk, weights=pv, minlength=st.nb).astype(np.int64)
+        got = count[blk]
+        if mode == "popc":
+            d(st, lanes, got.astype(np.uint32))
+        elif mode == "and":
+            d(st, lanes, got == np.bincount(blk, minlength=st.nb)[blk])
+        else:
+            d(st, lanes, got > 0)
+    return Op(run, BARRIER)
 
 
 def _memory_builders():
@@ -336,7 +369,8 @@ def _memory_builders():
             "cp": tensorcore.build_cp,"ld": memops.build_ld, "ldu": memops.build_ld, "st": memops.build_st,
             "atom": memops.build_atom, "red": memops.build_atom, "mov": memops.build_mov,
             "cvta": memops.build_cvta, "shfl": warp.build_shfl, "vote": warp.build_vote,
-            "activemask": warp.build_activemask, "call": printf.build_call}
+            "activemask": warp.build_activemask, "call": printf.build_call,
+            "match": warp.build_match}
 
 
 BUILDERS = {
@@ -345,7 +379,7 @@ BUILDERS = {
     "min": _minmax(False), "max": _minmax(True),
     "and": _logic("and"), "or": _logic("or"), "xor": _logic("xor"), "not": _not, "cnot": _cnot,
     "shl": _shift(True), "shr": _shift(False), "popc": _popc, "clz": _clz, "brev": _brev,
-    "bfe": _bfe, "dp4a": _dp4a,
+    "bfe": _bfe, "dp4a": _dp4a, "bfind": _bfind,
     "sqrt": _sqrt, "rcp": _rcp, "rsqrt": _float_fn(lambda x: 1.0 / np.sqrt(x)),
     "ex2": _float_fn(np.exp2), "lg2": _float_fn(np.log2), "sin": _float_fn(np.sin),
     "cos": _float_fn(np.cos), "tanh": _float_fn(np.tanh), "copysign": _copysign,

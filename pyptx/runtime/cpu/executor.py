@@ -179,6 +179,8 @@ def run(st: State):
                         break
                     if live is not None and not partial:
                         _check_uniform_barrier(st, live, op)
+                    if op.run is not None:       # bar.red: the block's reduction
+                        op.run(st, sel)
                     pc += 1
             # ---- divergent mode ---------------------------------------------------------------
             key = np.full(st.T, EXITED, np.int64)
@@ -253,6 +255,8 @@ def _divergent(st, ops, key):
                         rel = at & np.isin(st.blk, done)
                         if op.probe is not None:
                             op.probe(st, np.flatnonzero(rel), None)
+                        if op.run is not None:   # bar.red: the block's reduction
+                            op.run(st, np.flatnonzero(rel))
                         key[rel] = m + 1
                         n_wait -= int(rel.sum())
         except Fault as f:

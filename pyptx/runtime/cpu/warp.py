@@ -107,3 +107,37 @@ def build_activemask(ctx, ins, parts):
         _, active = _ballot_bits(st, t, np.ones(t.shape, bool))
         d(st, sel, active)
     return run
+
+
+def build_match(ctx, ins, parts):
+    """match.{any,all}.sync.b32/b64 d[|p], a, membermask over the lanes that run it together."""
+    mode = next(p for p in parts if p in ("any", "all"))
+    typ = types_of(parts)[-1]
+    ops = ins.operands
+    if ops[0][0] == "regpair":
+        d = writer(ctx, ("reg", ops[0][1]), "b32")
+        dp = writer(ctx, ("reg", ops[0][2]), "pred")
+    else:
+        d, dp = writer(ctx, ops[0], "b32"), None
+    a = reader(ctx, ops[1], typ)
+    m = reader(ctx, ops[2], "b32")
+
+    def run(st, sel):
+        t = _all(st, sel)
+        v = np.broadcast_to(np.asarray(a(st, sel)), t.shape)
+        mask = np.broadcast_to(np.asarray(m(st, sel)).astype(np.uint32), t.shape)
+        bits = (np.uint64(1) << st.lane[t].astype(np.uint64)).astype(np.float64)
+        w = st.warp_id[t]
+        _, group = np.unique(np.stack([w.astype(np.uint64), v.astype(np.uint64)]), axis=1,
+                             return_inverse=True)
+        group = group.reshape(-1)
+        same = np.bincount(group, weights=bits).astype(np.uint64)[group].astype(np.uint32)
+        out = same & mask
+        if mode == "all":
+            _, active = _ballot_bits(st, t, np.ones(t.shape, bool))
+            ok = out == (active & mask)
+            out = np.where(ok, mask, np.uint32(0)).astype(np.uint32)
+            if dp is not None:
+                dp(st, sel, ok)
+        d(st, sel, out)
+    return Op(run, WARPSYNC, mask=m)

@@ -1,0 +1,156 @@
+"""Intrinsics a Numba-CUDA kernel expects: `gridsize`, warp extras (`activemask`,
+`lanemask_lt`, `vote_uni`, `match_any/all`), block-wide votes (`syncthreads_count/and/or`), the
+remaining atomics (`sub inc dec nanmin nanmax`) and `ffs`.
+
+Each lowers to the PTX instruction a CUDA C programmer gets from the matching `__intrinsic`:
+`match.any.sync`, `bar.red.popc`, `atom.inc`, `brev` + `bfind.shiftamt` for `__ffs`, ...
+Warp operations use the lanes that execute them together (`activemask`) as the member mask,
+as pyptx's votes do; `pyptx.cuda` passes the user's explicit mask instead.
+"""
+from __future__ import annotations
+
+from .. import types as T
+from . import arith
+from .intrinsics import (_atomic, _atomic_target, _float_minmax_cas, _int_operand, _sreg,
+                         _u32, intrinsic, scalar_arg)
+from .values import PY_SCALARS, make_const
+
+
+@intrinsic("gridsize", "ndim")
+def _gridsize(cx, ndim):
+    if ndim not in (1, 2, 3) or isinstance(ndim, bool):
+        raise cx.err("pyptx.gridsize(ndim) takes the literal 1, 2 or 3")
+    out = tuple(arith.emit(cx, "mul", [_sreg(cx, f"ntid.{d}"), _sreg(cx, f"nctaid.{d}")], T.i32)
+                for d in "xyz"[:ndim])
+    return out[0] if ndim == 1 else out
+
+
+# ---- warp ----------------------------------------------------------------------------------
+
+def active_mask(cx):
+    return arith.emit(cx, "activemask", [], T.u32)
+
+
+@intrinsic("activemask")
+def _activemask(cx):
+    return active_mask(cx)
+
+
+@intrinsic("lanemask_lt")
+def _lanemask_lt(cx):
+    return arith.emit(cx, "bitcast", [_sreg(cx, "lanemask_lt")], T.u32)
+
+
+def vote_uni(cx, p, mask):
+    pred = arith.convert(cx, arith.truth(cx, p), T.bool_)
+    return arith.emit(cx, "vote", [pred, mask], T.bool_, mode="uni")
+
+
+@intrinsic("vote_uni", "predicate")
+def _vote_uni(cx, predicate):
+    return vote_uni(cx, predicate, active_mask(cx))
+
+
+def match(cx, mode, v, mask):
+    """`match_any` -> u32 mask; `match_all` -> (u32 mask, bool_), as Numba's match_*_sync."""
+    t = scalar_arg(cx, v, f"match_{mode}()'s value")
+    if isinstance(v, PY_SCALARS):
+        v = arith.convert(cx, v, t)
+    if t.bits < 32 or t.is_bool:
+        t = T.u32 if not t.is_float else T.f32
+        v = arith.convert(cx, v, t)
+    r = arith.emit(cx, "match", [v, mask], T.u32, mode=mode)
+    if mode == "any":
+        return r
+    return r, arith.emit(cx, "cmp", [r, make_const(0, T.u32)], T.bool_, pred="ne")
+
+
+@intrinsic("match_any", "value")
+def _match_any(cx, value):
+    return match(cx, "any", value, active_mask(cx))
+
+
+@intrinsic("match_all", "value")
+def _match_all(cx, value):
+    return match(cx, "all", value, active_mask(cx))
+
+
+def mask_arg(cx, mask):
+    return _u32(cx, mask, "the warp mask")
+
+
+# ---- block-wide votes ------------------------------------------------------------------------
+
+def _barrier_red(cx, mode, p):
+    pred = arith.convert(cx, arith.truth(cx, p), T.bool_)
+    t = T.i32 if mode == "popc" else T.bool_
+    return arith.emit(cx, "barrier_red", [pred], t, mode=mode)
+
+
+for _name, _mode in (("syncthreads_count", "popc"), ("syncthreads_and", "and"),
+                     ("syncthreads_or", "or")):
+    intrinsic(_name, "predicate")(lambda cx, predicate, _m=_mode: _barrier_red(cx, _m, predicate))
+
+
+# ---- atomics ---------------------------------------------------------------------------------
+
+@intrinsic("atomic_sub", "array", "index", "value")
+def _atomic_sub(cx, array, index, value):
+    """PTX has no atom.sub: add the negation (what nvcc does for atomicSub)."""
+    ptr = _atomic_target(cx, "add", array, index)
+    scalar_arg(cx, value, "atomic_sub()'s value")
+    v = arith.emit(cx, "neg", [arith.convert_literal(cx, value, array.elem)], array.elem)
+    return arith.emit(cx, "atomic", [ptr, v], array.elem, kind="add")
+
+
+def _inc_dec(cx, kind, array, index, value):
+    ptr = _atomic_target(cx, kind, array, index)
+    scalar_arg(cx, value, f"atomic_{kind}()'s value")
+    v = arith.convert_literal(cx, value, T.u32)
+    return arith.emit(cx, "atomic", [ptr, v], T.u32, kind=kind)
+
+
+@intrinsic("atomic_inc", "array", "index", "value")
+def _atomic_inc(cx, array, index, value):
+    """old = a[i]; a[i] = 0 if old >= value else old + 1 (PTX atom.inc.u32)."""
+    return _inc_dec(cx, "inc", array, index, value)
+
+
+@intrinsic("atomic_dec", "array", "index", "value")
+def _atomic_dec(cx, array, index, value):
+    """old = a[i]; a[i] = value if old == 0 or old > value else old - 1 (PTX atom.dec.u32)."""
+    return _inc_dec(cx, "dec", array, index, value)
+
+
+def _nan_minmax(cx, kind, array, index, value):
+    if not getattr(getattr(array, "elem", None), "is_float", False):
+        return _atomic(cx, kind, array, index, value)
+    ptr = _atomic_target(cx, kind, array, index)
+    scalar_arg(cx, value, f"atomic_nan{kind}()'s value")
+    v = arith.convert_literal(cx, value, array.elem)
+    return _float_minmax_cas(cx, kind, array, ptr, v, nan_is_missing=True)
+
+
+@intrinsic("atomic_nanmin", "array", "index", "value")
+def _atomic_nanmin(cx, array, index, value):
+    return _nan_minmax(cx, "min", array, index, value)
+
+
+@intrinsic("atomic_nanmax", "array", "index", "value")
+def _atomic_nanmax(cx, array, index, value):
+    return _nan_minmax(cx, "max", array, index, value)
+
+
+# ---- bits ------------------------------------------------------------------------------------
+
+@intrinsic("ffs", "x")
+def _ffs(cx, x):
+    """1 + the position of the lowest set bit, 0 for 0 (CUDA `__ffs`: brev + bfind.shiftamt)."""
+    v, t, _ = _int_operand(cx, x, "ffs")
+    if t.is_signed:                        # bfind must not skip sign bits
+        t = T.u32 if t.bits == 32 else T.u64
+        v = arith.emit(cx, "bitcast", [v], t)
+    rev = arith.emit(cx, "brev", [v], t)
+    pos = arith.emit(cx, "bfind", [rev], T.u32, shiftamt=True)
+    one = arith.emit(cx, "add", [pos, make_const(1, T.u32)], T.u32)
+    return arith.emit(cx, "bitcast", [one], T.i32)
