@@ -98,7 +98,7 @@ CASES = [
     (_k("y = g(n)", extra=_F + "def g(v):\n    return h(v)\n" + _F + "def h(v):\n    return g(v)  # ERR\n"),
      "recursion"),
     (_k("y = g(n, n)  # ERR", extra=_F + "def g(v):\n    return v\n"), "takes 1 argument"),
-    (_k("y = g(x[0])  # ERR", extra=_F + "def g(v: i32):\n    return v\n"), "declared i32"),
+    (_k("y = g(x)  # ERR", extra=_F + "def g(v: i32):\n    return v\n"), "expected a number"),
     (_k("y = g(n)", extra=_F + "def g(v: i32):\n    if v > 0:\n        return v\n    return v, v  # ERR\n"),
      "different kinds"),
     (_k("y = range(n)  # ERR"), "for i in range"),

@@ -265,3 +265,22 @@ def test_ffs_lowers_to_brev_bfind():
         out[0] = pyptx.ffs(x[0])
     text = ptx_of(k)
     assert "brev.b32" in text and "bfind.shiftamt.u32" in text
+
+
+@pyptx.func
+def _as_int(v: i32, w: f32):
+    return v * 10 + i32(w)
+
+
+def test_device_function_parameters_convert_like_numba():
+    """A float into an int parameter truncates toward zero (Numba casts arguments to the
+    declared signature); an int into a float parameter converts."""
+    @pyptx.kernel
+    def k(out: i32[:], x: f32[:], n: i32[:]):
+        i = pyptx.grid(1)
+        out[i] = _as_int(x[i], n[i])
+    x = (RNG.standard_normal(64) * 50).astype(np.float32)
+    n = RNG.integers(-9, 9, 64).astype(np.int32)
+    out = np.full(64, -999, np.int32)
+    k[1, 64](out, x, n)
+    np.testing.assert_array_equal(out, np.trunc(x).astype(np.int32) * 10 + n)

@@ -3,8 +3,9 @@
 A device function is inlined at every call: its body is lowered into the caller's builder in a
 fresh scope; each `return` writes a hidden result variable and branches to a continuation block,
 where SSA construction joins the results (their types promote like any variable's).
-Parameters annotated with a scalar type convert their argument (numpy `same_kind` casting: f64
-to f32 is fine, f32 to i32 is an error); unannotated parameters take the argument as it is.
+Parameters annotated with a scalar type convert their argument as `T(x)` would (Numba's rule:
+f64 to f32 rounds, f32 to i32 truncates toward zero); unannotated parameters take the argument
+as it is.
 """
 from __future__ import annotations
 
@@ -209,6 +210,11 @@ def _check_arg(cx, df, name, v, ann):
             raise cx.err(f"{what} of {df.name} must be a {ann!r} array, got "
                          f"{arith.describe(v)}; pass an array of that type")
         return v
+    if isinstance(ann, T.ScalarType) and name != "return":
+        # Numba's rule for a typed parameter: the argument converts as `ann(v)` would (a float
+        # into an int parameter truncates toward zero), not only under same_kind casting.
+        arith.type_of(cx, v)
+        return arith.convert_literal(cx, v, ann)
     if isinstance(ann, T.ScalarType):
         return arith.convert_declared(cx, v, ann, f"{what} of {df.name}")
     raise cx.err(f"the annotation of '{name}' in {df.name} is not a pyptx type "
