@@ -12,7 +12,7 @@ from .errors import (CompileError, DeviceError, LaunchError, MemoryFault,  # noq
                      PyptxError, ToolchainError)
 from .kernel import DeviceFunction, Kernel, func, kernel  # noqa: F401
 from .types import (ArrayType, bool_, constexpr, f16, f32, f64, i8, i16, i32,  # noqa: F401
-                    i64, u8, u16, u32, u64)
+                    i64, u8, u16, u32, u64, c64)
 from .types import bf16  # noqa: F401
 
 __version__ = "0.1.0"
@@ -35,7 +35,8 @@ _LAZY = {
 
 _EAGER = ["CompileError", "DeviceError", "LaunchError", "MemoryFault", "PyptxError",
           "ToolchainError", "DeviceFunction", "Kernel", "func", "kernel", "ArrayType", "bool_",
-          "constexpr", "f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bf16"]
+          "constexpr", "f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bf16",
+          "c64"]
 
 
 def __getattr__(name: str):

@@ -125,6 +125,10 @@ def _typed_probe(t, weak):
 # ---- binary arithmetic ---------------------------------------------------------------------------
 
 def binop(cx, op: str, a, b):
+    if isinstance(a, (tuple, complex)) or isinstance(b, (tuple, complex)):
+        from . import complex64
+        if complex64.is_complex(a) or complex64.is_complex(b):
+            return complex64.binop(cx, op, a, b)
     if isinstance(a, tuple) or isinstance(b, tuple):
         return _tuple_op(cx, op, a, b)
     if isinstance(a, PY_SCALARS) and isinstance(b, PY_SCALARS):
@@ -330,6 +334,10 @@ def _mark(cx, v, weak):
 # ---- unary ------------------------------------------------------------------------------------
 
 def unary(cx, op: str, v):
+    if isinstance(v, (tuple, complex)):
+        from . import complex64
+        if complex64.is_complex(v):
+            return complex64.unary(cx, op, v)
     if isinstance(v, PY_SCALARS):
         if op == "not":
             return not v
@@ -355,6 +363,10 @@ def unary(cx, op: str, v):
 # ---- comparisons -------------------------------------------------------------------------------
 
 def compare(cx, pred: str, a, b):
+    if isinstance(a, (tuple, complex)) or isinstance(b, (tuple, complex)):
+        from . import complex64
+        if complex64.is_complex(a) or complex64.is_complex(b):
+            return complex64.compare(cx, pred, a, b)
     if isinstance(a, PY_SCALARS) and isinstance(b, PY_SCALARS):
         return _PY_CMPS[pred](a, b)
     folded = _out_of_range_compare(cx, pred, a, b)

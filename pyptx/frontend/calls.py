@@ -55,6 +55,14 @@ def lower_call(cx, node):
     cx.set_loc(node)
     if isinstance(callee, Intrinsic):
         return REGISTRY[callee.intrinsic](cx, args, kwargs)
+    if callee is T.c64 or callee is builtins.complex:
+        from .complex64 import make
+        if kwargs or not 1 <= len(args) <= 2:
+            raise cx.err("c64(re, im) / complex(re, im) take one or two numbers")
+        return make(cx, *args)
+    from .complex64 import BoundConjugate, conjugate
+    if isinstance(callee, BoundConjugate):
+        return conjugate(cx, callee, args, kwargs)
     if isinstance(callee, T.ScalarType):
         return _cast(cx, callee, args, kwargs)
     if isinstance(callee, memory.BoundView):

@@ -91,6 +91,9 @@ REGISTRY["builtin.max"] = lambda cx, args, kwargs: _minmax(cx, args, kwargs, "ma
 def _abs(cx, x):
     if is_const(x):
         return abs(x)
+    if isinstance(x, (tuple, complex)):
+        from .complex64 import absolute
+        return absolute(cx, x)
     t, weak = arith.type_of(cx, x)
     if t.is_bool or (t.is_int and not t.is_signed):
         return x

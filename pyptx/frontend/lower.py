@@ -74,6 +74,10 @@ def _walk(py_func, src, param_types, constexprs, name, declared) -> Lowerer:
             elif isinstance(t, T.ArrayType):
                 view = scope.objvars[pname] = array_param(pname, t, fn.params)
                 shapes |= {s.name for s in view.shape}      # >= 0: passes/ranges.py uses it
+            elif t is T.c64:
+                raise src.error(src.fn_node, f"parameter '{pname}': complex scalars cannot be "
+                                             f"kernel parameters; pass the real and imaginary "
+                                             f"parts as two f32 and build pyptx.c64(re, im)")
             elif isinstance(t, T.ScalarType):
                 p = Param(pname, t, len(fn.params))
                 fn.params.append(p)

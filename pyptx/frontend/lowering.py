@@ -195,13 +195,22 @@ class Lowerer:
     def assign_name(self, name: str, value) -> None:
         sc = self.scope
         prev = sc.objvars.get(name)
+        if isinstance(value, complex):
+            from .complex64 import as_complex
+            value = as_complex(self, value)
         if isinstance(value, tuple):
+            from .complex64 import Complex, ComplexVar
+            kind = ComplexVar if isinstance(value, Complex) else TupleVar
             depth = len(sc.loops)
+            if prev is not None and isinstance(prev, TupleVar) and \
+                    (type(prev) is ComplexVar) != (kind is ComplexVar):
+                raise self.err(f"'{name}' cannot be rebound between a complex number and a "
+                               f"tuple; use a new name")
             if prev is not None and not (isinstance(prev, TupleVar) and (
                     prev.n == len(value) or prev.depth == depth)):
                 raise self.err(f"'{name}' cannot be rebound to a tuple of another length inside "
                                f"a loop it was bound outside of; use a new name")
-            sc.objvars[name] = TupleVar(len(value), depth)
+            sc.objvars[name] = kind(len(value), depth)
             for k, v in enumerate(value):
                 self.assign_name(f"{name}.{k}", v)
             return
@@ -245,7 +254,9 @@ class Lowerer:
         obj = sc.objvars.get(name)
         if obj is not None:
             if isinstance(obj, TupleVar):
-                return tuple(self.load_name(f"{name}.{k}") for k in range(obj.n))
+                from .complex64 import Complex, ComplexVar
+                parts = tuple(self.load_name(f"{name}.{k}") for k in range(obj.n))
+                return Complex(*parts) if isinstance(obj, ComplexVar) else parts
             return obj
         if name in sc.src.local_names or name in sc.dyn_locals:
             v = self.b.read(sc.prefix + name)
@@ -284,6 +295,8 @@ class Lowerer:
             return v
         if isinstance(v, tuple):         # a module-level tuple of constants, like Numba's
             return tuple(self.compile_time(x, name) for x in v)
+        if isinstance(v, complex):
+            return v
         if isinstance(v, np.generic):
             try:
                 return make_const(v.item(), T.from_dtype(v.dtype))
@@ -573,6 +586,8 @@ class Lowerer:
         v = node.value
         if isinstance(v, (bool, int, float, str)) or v is None:
             return v
+        if isinstance(v, complex):
+            return v
         raise self.err(f"{type(v).__name__} literals are not supported in kernels; use int, "
                        f"float or bool literals")
 
@@ -674,6 +689,9 @@ class Lowerer:
         attr = node.attr
         if isinstance(value, ArrayView):
             return memory.attribute(self, value, attr)
+        from .complex64 import attribute as complex_attribute, is_complex
+        if is_complex(value):
+            return complex_attribute(self, value, attr)
         if is_const(value) or isinstance(value, (Instr, BlockArg, Const)) or \
                 isinstance(value, tuple) or hasattr(value, "index") and hasattr(value, "type"):
             if isinstance(value, tuple):

@@ -15,7 +15,7 @@ from .values import PY_SCALARS, ArrayView, make_const
 
 def array_param(name: str, atype: T.ArrayType, params: list) -> ArrayView:
     """`x: f32[:, :]` -> Params x (ptr.global<f32>), x_shape0, x_shape1 and the view."""
-    base = Param(name, T.PtrType("global", atype.dtype), len(params))
+    base = Param(name, T.PtrType("global", _slot(atype.dtype)), len(params))
     params.append(base)
     shape = []
     for d in range(atype.ndim):
@@ -23,6 +23,11 @@ def array_param(name: str, atype: T.ArrayType, params: list) -> ArrayView:
         params.append(p)
         shape.append(p)
     return ArrayView(base, atype.dtype, tuple(shape), "global", name)
+
+
+def _slot(elem: T.ScalarType) -> T.ScalarType:
+    """The pointer element type of an array of `elem` (c64 arrays count 8-byte slots)."""
+    return T.u64 if elem is T.c64 else elem
 
 
 class BoundView:
@@ -117,15 +122,15 @@ def allocate(cx, space: str, shape, dtype) -> ArrayView:
     count = math.prod(dims)
     decls = cx.fn.shared if space == "shared" else cx.fn.locals
     name = f"{'smem' if space == 'shared' else 'lmem'}{len(decls)}"
-    decls.append(MemDecl(name, elem, count, max(16, elem.mem_bytes)))
-    base = emit(cx, "addr", [], T.PtrType(space, elem), space=space, symbol=name)
+    decls.append(MemDecl(name, _slot(elem), count, max(16, elem.mem_bytes)))
+    base = emit(cx, "addr", [], T.PtrType(space, _slot(elem)), space=space, symbol=name)
     return ArrayView(base, elem, dims, space, None)
 
 
 def dynamic_shared(cx, dtype) -> ArrayView:
     elem = as_dtype(cx, dtype, "the dtype")
     cx.fn.dynamic_shared = True
-    base = emit(cx, "addr", [], T.PtrType("shared", elem), space="shared",
+    base = emit(cx, "addr", [], T.PtrType("shared", _slot(elem)), space="shared",
                 symbol="__dynamic_shared")
     return ArrayView(base, elem, (None,), "shared", None)
 
@@ -168,10 +173,18 @@ def element_ptr(cx, view: ArrayView, index):
 
 
 def load(cx, view: ArrayView, ptr):
+    if view.elem is T.c64:
+        from . import complex64
+        return complex64.load(cx, ptr)
     return emit(cx, "load", [ptr], view.elem)
 
 
 def store(cx, view: ArrayView, ptr, value) -> None:
+    if view.elem is T.c64:
+        from . import complex64
+        complex64.store(cx, ptr, value)
+        mark_written(cx, view)
+        return
     if isinstance(value, (tuple, ArrayView)) or not (
             isinstance(value, PY_SCALARS) or isinstance(getattr(value, "type", None), T.ScalarType)):
         raise cx.err(f"only numbers can be stored into an array element, got {describe(value)}; "
