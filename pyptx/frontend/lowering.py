@@ -410,13 +410,20 @@ class Lowerer:
                            f"store into an array parameter, e.g. out[i] = v", node)
         index = self.index_expr(node.slice)
         self.set_loc(node)
+        from .views import has_slice
+        n_idx = len(index) if isinstance(index, tuple) else 1
+        if has_slice(index) or n_idx < base.ndim:
+            raise self.err("cannot assign to a slice or a row in a kernel; assign elements, "
+                           "e.g. in a loop: a[i, j] = v", node)
         return base, memory.element_ptr(self, base, index)
 
     def index_expr(self, node):
-        if isinstance(node, ast.Slice) or (isinstance(node, ast.Tuple) and any(
-                isinstance(e, ast.Slice) for e in node.elts)):
-            raise self.err("slicing is not supported in kernels; index single elements, a[i]",
-                           node)
+        from .views import lower_slice
+        if isinstance(node, ast.Slice):
+            return lower_slice(self, node)
+        if isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts):
+            return tuple(lower_slice(self, e) if isinstance(e, ast.Slice) else self.expr(e)
+                         for e in node.elts)
         return self.expr(node)
 
     def s_augassign(self, st):
@@ -716,6 +723,10 @@ class Lowerer:
         index = self.index_expr(node.slice)
         self.set_loc(node)
         if isinstance(value, ArrayView):
+            from .views import has_slice, subview
+            n_idx = len(index) if isinstance(index, tuple) else 1
+            if has_slice(index) or n_idx < value.ndim:
+                return subview(self, value, index)
             return memory.load(self, value, memory.element_ptr(self, value, index))
         if isinstance(value, tuple):
             if isinstance(index, Const):
