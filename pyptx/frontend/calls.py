@@ -75,6 +75,9 @@ def lower_call(cx, node):
     if isinstance(callee, Kernel):
         raise cx.err(f"'{callee.name}' is a @pyptx.kernel and cannot be called from a kernel; "
                      f"make the shared code a @pyptx.func")
+    if getattr(callee, "__module__", None) == "math" and \
+            isinstance(callee, pytypes.BuiltinFunctionType):
+        return _stdlib_math(cx, callee, args, kwargs, REGISTRY)
     key = BUILTINS.get(callee) if _hashable(callee) else None
     if key is not None:
         return REGISTRY[key](cx, args, kwargs)
@@ -84,6 +87,17 @@ def lower_call(cx, node):
                      f"decorate it with @pyptx.func (or use a pyptx intrinsic)")
     raise cx.err(f"cannot call {arith.describe(callee)} in a kernel; call a @pyptx.func, a "
                  f"pyptx intrinsic, a builtin such as min/max/abs or a type such as f32(x)")
+
+
+def _stdlib_math(cx, fn, args, kwargs, registry):
+    """`math.sqrt(x)` in a kernel means `pyptx.math.sqrt(x)` (Numba's reading of the stdlib
+    module); the float result keeps the argument's type (`math.floor` gives a float, not int)."""
+    name = fn.__name__
+    lower = registry.get(f"math.{name}")
+    if lower is None:
+        raise cx.err(f"math.{name} is not available in kernels yet; pyptx.math has "
+                     f"{', '.join(sorted(k[5:] for k in registry if k.startswith('math.') and not k.startswith('math.fast_')))}")
+    return lower(cx, args, kwargs)
 
 
 def _hashable(v) -> bool:

@@ -181,7 +181,9 @@ def _u32(cx, v, what):
 
 # ---- warp operations -----------------------------------------------------------------------
 
-def _shfl(cx, mode, v, lane):
+def _shfl(cx, mode, v, lane, mask=None):
+    """`mask` (a u32 value; None = all 32 lanes) is the member mask (`pyptx.cuda`'s *_sync)."""
+    mask = make_const(FULL_MASK, T.u32) if mask is None else mask
     t, _ = arith.type_of(cx, v)
     if isinstance(v, PY_SCALARS):
         v = arith.convert(cx, v, t)
@@ -191,10 +193,9 @@ def _shfl(cx, mode, v, lane):
                      f"i32(x)")
     lane_v = arith.convert(cx, lane, T.i32 if lane_t != T.u32 else T.u32)
     if t.bits in (32, 64) and not t.is_bool:
-        return arith.emit(cx, "shfl", [v, lane_v, make_const(FULL_MASK, T.u32)], t, mode=mode)
+        return arith.emit(cx, "shfl", [v, lane_v, mask], t, mode=mode)
     wide = T.f32 if t.is_float else T.i32
-    r = arith.emit(cx, "shfl", [arith.convert(cx, v, wide), lane_v,
-                                make_const(FULL_MASK, T.u32)], wide, mode=mode)
+    r = arith.emit(cx, "shfl", [arith.convert(cx, v, wide), lane_v, mask], wide, mode=mode)
     return arith.truth(cx, r) if t.is_bool else arith.convert(cx, r, t)
 
 
@@ -204,12 +205,15 @@ for _name, _mode in (("shfl_xor", "bfly"), ("shfl_down", "down"), ("shfl_up", "u
         lambda cx, value, lane, _m=_mode: _shfl(cx, _m, value, lane))
 
 
-def _vote(cx, mode, p):
+def _vote(cx, mode, p, mask=None):
     """Votes among the lanes that execute them together (CUDA's `__any_sync(__activemask(), p)`):
-    a full member mask would hang (GPU) inside a branch that only some lanes of the warp take."""
+    a full member mask would hang (GPU) inside a branch that only some lanes of the warp take.
+    `pyptx.cuda`'s *_sync spellings pass the user's `mask` instead."""
     t = T.u32 if mode == "ballot" else T.bool_
     pred = arith.convert(cx, arith.truth(cx, p), T.bool_)
-    return arith.emit(cx, "vote", [pred, arith.emit(cx, "activemask", [], T.u32)], t, mode=mode)
+    if mask is None:
+        mask = arith.emit(cx, "activemask", [], T.u32)
+    return arith.emit(cx, "vote", [pred, mask], t, mode=mode)
 
 
 for _name, _mode in (("vote_any", "any"), ("vote_all", "all"), ("ballot", "ballot")):

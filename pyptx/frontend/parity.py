@@ -154,3 +154,41 @@ def _ffs(cx, x):
     pos = arith.emit(cx, "bfind", [rev], T.u32, shiftamt=True)
     one = arith.emit(cx, "add", [pos, make_const(1, T.u32)], T.u32)
     return arith.emit(cx, "bitcast", [one], T.i32)
+
+
+# ---- pyptx.cuda: Numba's warp spellings with an explicit member mask ---------------------------
+
+def _register_sync():
+    from .intrinsics import _shfl, _vote
+    for name, mode in (("shfl_sync", "idx"), ("shfl_up_sync", "up"),
+                       ("shfl_down_sync", "down"), ("shfl_xor_sync", "bfly")):
+        intrinsic(f"cuda.{name}", "mask", "value", "lane")(
+            lambda cx, mask, value, lane, _m=mode: _shfl(cx, _m, value, lane,
+                                                         mask_arg(cx, mask)))
+    for name, mode in (("all_sync", "all"), ("any_sync", "any"), ("ballot_sync", "ballot")):
+        intrinsic(f"cuda.{name}", "mask", "predicate")(
+            lambda cx, mask, predicate, _m=mode: _vote(cx, _m, predicate, mask_arg(cx, mask)))
+    intrinsic("cuda.eq_sync", "mask", "predicate")(
+        lambda cx, mask, predicate: vote_uni(cx, predicate, mask_arg(cx, mask)))
+    for mode in ("any", "all"):
+        intrinsic(f"cuda.match_{mode}_sync", "mask", "value")(
+            lambda cx, mask, value, _m=mode: match(cx, _m, value, mask_arg(cx, mask)))
+    for name, scope in (("threadfence_block", "cta"), ("threadfence_system", "sys")):
+        intrinsic(f"cuda.{name}")(lambda cx, _s=scope: arith.emit(cx, "fence", [], None,
+                                                                  scope=_s))
+
+
+_register_sync()
+
+
+@intrinsic("cuda.const.array_like", "array")
+def _const_array_like(cx, array):
+    raise cx.err("cuda.const.array_like is not supported: pyptx has no constant memory; pass "
+                 "the table as an ordinary array parameter (it is read through the read-only "
+                 "cache), or as a module-level tuple of constants")
+
+
+@intrinsic("cuda.fma", "a", "b", "c")
+def _cuda_fma(cx, a, b, c):
+    from .intrinsics import REGISTRY
+    return REGISTRY["math.fma"](cx, [a, b, c], {})

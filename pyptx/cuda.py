@@ -1,0 +1,193 @@
+"""`from pyptx import cuda`: Numba-CUDA's spellings over pyptx, so that a Numba kernel ports by
+changing its import.
+
+`cuda.jit` makes a `pyptx.Kernel` (or, with `device=True`, a `pyptx.func`); `cuda.threadIdx`
+and friends are pyptx's index objects; `cuda.shared.array`, `cuda.atomic.add`,
+`cuda.shfl_down_sync(mask, v, d)`, ... are pyptx intrinsics (the `*_sync` ones take Numba's
+explicit member mask).  Host side, `cuda.to_device` / `device_array` / `copy_to_host` work on
+the GPU and on the CPU executor alike.  What pyptx cannot honour (constant memory, a launch
+with an explicit stream object of another library, object mode) is a CompileError or a
+LaunchError that names the fix; docs/coming-from-numba.md lists the differences.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+
+import numpy as np
+
+from . import dsl
+from . import types as T
+from .dsl import Intrinsic
+from .kernel import DeviceFunction, Kernel, _LaunchConfig
+
+# ---- indices, sizes ------------------------------------------------------------------------
+threadIdx, blockIdx, blockDim, gridDim = (dsl.thread_idx, dsl.block_idx, dsl.block_dim,
+                                          dsl.grid_dim)
+#: `cuda.laneid` is an attribute in Numba (not a call): the %laneid special register
+laneid = dsl.SpecialRegister("laneid")
+warpsize = dsl.WARP_SIZE
+grid, gridsize = dsl.grid, dsl.gridsize
+
+# ---- barriers, warp --------------------------------------------------------------------------
+syncthreads, syncwarp, threadfence = dsl.syncthreads, dsl.syncwarp, dsl.threadfence
+syncthreads_count, syncthreads_and, syncthreads_or = (
+    dsl.syncthreads_count, dsl.syncthreads_and, dsl.syncthreads_or)
+threadfence_block = Intrinsic("cuda.threadfence_block")
+threadfence_system = Intrinsic("cuda.threadfence_system")
+activemask, lanemask_lt = dsl.activemask, dsl.lanemask_lt
+_SYNC = ("shfl_sync shfl_up_sync shfl_down_sync shfl_xor_sync all_sync any_sync eq_sync "
+         "ballot_sync match_any_sync match_all_sync").split()
+globals().update({n: Intrinsic(f"cuda.{n}") for n in _SYNC})
+
+# ---- arithmetic -------------------------------------------------------------------------------
+popc, brev, clz, ffs = dsl.popc, dsl.brev, dsl.clz, dsl.ffs
+fma = Intrinsic("cuda.fma")
+
+
+class _Namespace(dsl.MemorySpace):
+    """`cuda.shared`, `cuda.atomic`, ...: a namespace of pyptx intrinsics (kernels may read
+    its attributes, as they read `pyptx.shared`'s)."""
+
+    def __init__(self, name: str, **members):  # noqa: D107 - no Intrinsic of its own
+        super().__init__(name)
+        self._name = name
+        self.__dict__.update(members)
+
+    def __repr__(self):
+        return f"<pyptx.cuda.{self._name}>"
+
+
+shared = _Namespace("shared", array=dsl.shared.array)
+local = _Namespace("local", array=dsl.local.array)
+const = _Namespace("const", array_like=Intrinsic("cuda.const.array_like"))
+atomic = _Namespace("atomic", **{k: getattr(dsl, f"atomic_{k}") for k in (
+    "add sub min max nanmin nanmax exch and or xor inc dec cas").split()})
+atomic.__dict__["and_"], atomic.__dict__["or_"] = atomic.__dict__["and"], atomic.__dict__["or"]
+atomic.compare_and_swap = atomic.cas
+
+# ---- types: Numba's names -------------------------------------------------------------------
+float16, float32, float64 = T.f16, T.f32, T.f64
+int8, int16, int32, int64 = T.i8, T.i16, T.i32, T.i64
+uint8, uint16, uint32, uint64 = T.u8, T.u16, T.u32, T.u64
+boolean, complex64 = T.bool_, T.c64
+f2, f4, f8, i1, i2, i4, i8, u1, u2, u4, u8, b1, c8 = (
+    T.f16, T.f32, T.f64, T.i8, T.i16, T.i32, T.i64, T.u8, T.u16, T.u32, T.u64, T.bool_, T.c64)
+_SIG_NAMES = {k: v for k, v in globals().items() if isinstance(v, T.ScalarType)}
+_SIG_NAMES.update({"bool_": T.bool_, "intp": T.i64, "uintp": T.u64, "void": None})
+
+
+def parse_signature(sig: str):
+    """Numba's "void(float32[:], int32)" -> (argument types, return type or None)."""
+    text = re.sub(r"\[\s*::\s*1\s*\]", "[:]", sig.strip())          # [::1] = C-contiguous
+    text = re.sub(r"(,\s*)::1(\s*\])", r"\1:\2", text)
+    m = re.fullmatch(r"(?:(\w+)\s*)?\((.*)\)", text, re.S)
+    if m is None:
+        raise ValueError(f"cannot read the Numba signature {sig!r}; write it like "
+                         f"\"void(float32[:], int32)\"")
+    try:
+        ret = eval(m.group(1), {"__builtins__": {}}, _SIG_NAMES) if m.group(1) else None  # noqa: S307
+        args = eval("(" + m.group(2) + ",)", {"__builtins__": {}}, _SIG_NAMES) \
+            if m.group(2).strip() else ()                                              # noqa: S307
+    except Exception as e:  # noqa: BLE001 - any parse problem is the user's signature
+        raise ValueError(f"cannot read the Numba signature {sig!r} ({e}); types are "
+                         f"float32, int32, float32[:], float32[:, :], ...") from None
+    return tuple(args), ret
+
+
+# ---- cuda.jit -------------------------------------------------------------------------------
+
+class CudaKernel(Kernel):
+    """A Kernel launched Numba's way too: `k[grid, block]`, `k[grid, block, stream]`,
+    `k[grid, block, stream, shared_mem]`."""
+
+    def __getitem__(self, config):
+        if isinstance(config, tuple) and len(config) in (3, 4):
+            stream = config[2] or None
+            smem = config[3] if len(config) == 4 else 0
+            return _NumbaLaunch(self, config[0], config[1], stream, smem)
+        return super().__getitem__(config)
+
+
+class _NumbaLaunch(_LaunchConfig):
+    __slots__ = ("stream", "smem")
+
+    def __init__(self, kernel, grid, block, stream, smem):
+        super().__init__(kernel, grid, block)
+        self.stream, self.smem = stream, smem
+
+    def __call__(self, *args):
+        return super().__call__(*args, stream=self.stream, shared_mem=self.smem)
+
+
+def _annotate(fn, types):
+    names = list(inspect.signature(fn).parameters)
+    if len(types) != len(names):
+        raise ValueError(f"the signature of {fn.__name__} has {len(types)} types for "
+                         f"{len(names)} parameters ({', '.join(names)})")
+    fn.__annotations__ = {**getattr(fn, "__annotations__", {}), **dict(zip(names, types))}
+
+
+def jit(fn_or_sig=None, device: bool = False, **options):
+    """`@cuda.jit`, `@cuda.jit("void(float32[:])")`, `@cuda.jit(device=True)`.
+
+    Accepted options: `fastmath` (False only: pyptx's `fast_*` functions are explicit),
+    `opt`/`debug`/`lineinfo`/`cache`/`inline` (ignored: pyptx always inlines device functions,
+    keeps line information and caches in memory).  Anything else is a TypeError naming it."""
+    unknown = set(options) - {"fastmath", "opt", "debug", "lineinfo", "cache", "inline",
+                              "max_registers"}
+    if unknown:
+        raise TypeError(f"cuda.jit() got option(s) pyptx does not know: {', '.join(sorted(unknown))}")
+    if options.get("fastmath"):
+        raise TypeError("cuda.jit(fastmath=True) is not supported: call pyptx.math.fast_exp "
+                        "... where the approximation is wanted")
+    sig = None
+    if isinstance(fn_or_sig, str) or isinstance(fn_or_sig, (list, tuple)):
+        sig = fn_or_sig[0] if isinstance(fn_or_sig, (list, tuple)) else fn_or_sig
+        fn_or_sig = None
+
+    def make(fn):
+        if sig is not None:
+            args, _ = parse_signature(sig)
+            _annotate(fn, args)
+        if device:
+            return DeviceFunction(fn)
+        return CudaKernel(fn)
+    return make if fn_or_sig is None else make(fn_or_sig)
+
+
+# ---- host side ------------------------------------------------------------------------------
+
+def to_device(arr, stream=None, copy=True, to=None):
+    """`cuda.to_device(a)` -> a `pyptx.DeviceArray` (host memory on the CPU executor)."""
+    from .runtime.device_array import to_device as _to_device
+    if to is not None:
+        to.copy_from_host(arr)
+        return to
+    return _to_device(np.asarray(arr))
+
+
+def device_array(shape, dtype=np.float64, strides=None, order="C", stream=None):
+    if order != "C" or strides is not None:
+        raise ValueError("device_array: pyptx arrays are C-contiguous (order='C', no strides)")
+    from .runtime.device_array import device_empty
+    return device_empty(shape, np.dtype(dtype))
+
+
+def device_array_like(ary, stream=None):
+    return device_array(np.shape(ary), np.asarray(ary).dtype if not hasattr(ary, "dtype")
+                        else ary.dtype)
+
+
+def synchronize():
+    """Launches return when the kernel is done (GPU: the stream is synchronised)."""
+    return None
+
+
+def is_available() -> bool:
+    from .runtime.launch import device
+    return device() == "gpu"
+
+
+__all__ = [n for n in dir() if not n.startswith("_") and n not in (
+    "annotations", "inspect", "re", "np", "dsl", "T", "Intrinsic", "DeviceFunction", "Kernel")]
