@@ -687,7 +687,9 @@ def test_func_return_annotation_checked():
     assert ei.value.lineno in (5, 6, 7, 10)
 
 
-def test_func_param_annotation_checked():
+def test_func_param_annotation_converts_like_numba():
+    """A float into an i32 parameter truncates toward zero, as Numba's typed signatures do
+    (docs/decisions.md); a non-number is still a CompileError."""
     k = make_kernel("""
         import pyptx
         from pyptx import *
@@ -697,9 +699,23 @@ def test_func_param_annotation_checked():
         @pyptx.kernel
         def calls_takes_i32(o: f64[:]):
             o[0] = takes_i32(o[1])
+            o[2] = takes_i32(o[3])
         """, "calls_takes_i32")
+    o = np.array([np.nan, 7.9, np.nan, -3.7])
+    k[1, 1](o)
+    assert o[0] == 8.0 and o[2] == -2.0
+    bad = make_kernel("""
+        import pyptx
+        from pyptx import *
+        @pyptx.func
+        def takes_i32(v: i32):
+            return v + 1
+        @pyptx.kernel
+        def passes_array(o: f64[:]):
+            o[0] = takes_i32(o)
+        """, "passes_array")
     with pytest.raises(pyptx.CompileError):
-        pyptx.compile(k)
+        pyptx.compile(bad)
 
 
 def test_mutual_recursion_is_compile_error():
