@@ -732,6 +732,9 @@ class Lowerer:
             if isinstance(index, Const):
                 index = index.value
             if not isinstance(index, int) or isinstance(index, bool):
+                if getattr(index, "type", None) is not None and not isinstance(value, TupleVar):
+                    from .parity import tuple_at
+                    return tuple_at(self, value, index)
                 raise self.err("a tuple can only be indexed by a compile-time int "
                                "(e.g. a.shape[0])")
             if not -len(value) <= index < len(value):

@@ -192,3 +192,30 @@ def _const_array_like(cx, array):
 def _cuda_fma(cx, a, b, c):
     from .intrinsics import REGISTRY
     return REGISTRY["math.fma"](cx, [a, b, c], {})
+
+
+# ---- tuples indexed at run time ------------------------------------------------------------
+
+def tuple_at(cx, values: tuple, index):
+    """`COEFFS[k]` with a run-time `k` (Numba allows it for a tuple of numbers): a chain of
+    selects over the elements (the optimiser folds it once `k` is known, e.g. after
+    unrolling).  An index out of range gives the last element (no fault, no wraparound)."""
+    if not values or len(values) > 64 or not all(
+            is_number(v) for v in values):
+        raise cx.err("a tuple indexed at run time must hold 1 to 64 numbers; index it with a "
+                     "compile-time int, or pass the values as an array parameter")
+    t, weak = arith.promote_many(cx, list(values), "tuple element")
+    it = scalar_arg(cx, index, "the tuple index")
+    if not it.is_int:
+        raise cx.err(f"a tuple index must be an integer, got {it.name}")
+    k = arith.convert(cx, index, T.i32 if it.bits <= 32 else T.i64)
+    out = arith.convert(cx, values[-1], t)
+    for pos in range(len(values) - 2, -1, -1):
+        hit = arith.emit(cx, "cmp", [k, make_const(pos, k.type)], T.bool_, pred="eq")
+        out = arith.emit(cx, "select", [hit, arith.convert(cx, values[pos], t), out], t, weak)
+    return out
+
+
+def is_number(v) -> bool:
+    return isinstance(v, PY_SCALARS) or isinstance(getattr(v, "type", None), T.ScalarType) \
+        and not isinstance(v, type)
