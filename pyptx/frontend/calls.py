@@ -81,6 +81,11 @@ def lower_call(cx, node):
     key = BUILTINS.get(callee) if _hashable(callee) else None
     if key is not None:
         return REGISTRY[key](cx, args, kwargs)
+    if callable(callee) and not isinstance(callee, type) and \
+            str(getattr(callee, "__module__", "") or "").split(".")[0] == "numpy":
+        raise cx.err(f"numpy.{getattr(callee, '__name__', '?')} cannot be called in a kernel "
+                     f"(kernels have no array expressions); write the loop over elements, or "
+                     f"use pyptx.math for scalar math")
     if callable(callee) and not isinstance(callee, type):
         name = getattr(callee, "__name__", "?")
         raise cx.err(f"'{name}' is a plain Python function and cannot be called in a kernel; "
