@@ -128,3 +128,17 @@ def test_complex_scalar_parameter_is_a_compile_error():
         out[0] = 1.0
     with pytest.raises(pyptx.CompileError, match="two f32"):
         pyptx.compile(k)
+
+
+def test_division_by_zero_gives_numpy_inf_nan():
+    @pyptx.kernel
+    def k(out: c64[:], a: c64[:], b: c64[:]):
+        i = pyptx.grid(1)
+        out[i] = a[i] / b[i]
+    a = np.array([1 + 2j, -3 + 0j, 0j, 2 - 1j], np.complex64)
+    b = np.array([0j, 0j, 0j, 1 + 1j], np.complex64)
+    out = np.full(4, 7 + 7j, np.complex64)
+    k[1, 4](out, a, b)
+    with np.errstate(all="ignore"):
+        exp = a / b
+    np.testing.assert_array_equal(out, exp)

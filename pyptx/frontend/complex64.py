@@ -1,9 +1,9 @@
 """Complex64 scalars in kernels: a `Complex` is a pair of f32 values (real, imag) that lives only
 in the frontend; the IR and the PTX never see a complex type.
 
-Arithmetic follows numpy's complex64: `+ - *` componentwise formulas in f32; `/` uses Smith's
-algorithm (scale by the larger component of the divisor, so `|c|**2` never overflows, as C99
-Annex G recommends); `abs` is a scaled hypot (max * sqrt(1 + (min/max)**2), inf if either part is
+Arithmetic follows numpy's complex64: `+ - *` componentwise formulas in f32; `/` is numpy's
+Smith's algorithm (scale by the larger component of the divisor, so `|c|**2` never overflows,
+as C99 Annex G recommends); `abs` is a scaled hypot (max * sqrt(1 + (min/max)**2), inf if either part is
 inf).  A real operand of any type converts to f32 (numpy would widen f64 + c64 to c128; pyptx has
 no c128).  Arrays of `c64` (numpy complex64) hold (re, im) f32 pairs: the array's pointer counts
 8-byte elements and each access is two f32 loads/stores.
@@ -93,22 +93,24 @@ def binop(cx, op: str, a, b):
 
 
 def _div(cx, x, y):
-    """Smith's algorithm: both branches computed, one selected (no branches, no overflow of
-    c*c + d*d)."""
+    """numpy's complex64 division (Smith's algorithm): with p the larger-magnitude part of the
+    divisor and q the other, r = q / p and scl = 1 / (p + q*r), so |c|**2 + |d|**2 is never
+    formed (no overflow or underflow on the way); a zero divisor gives numpy's inf / nan."""
     a, b, c, d = x.re, x.im, y.re, y.im
-    use_c = arith.emit(cx, "cmp", [_e(cx, "abs", c), _e(cx, "abs", d)], T.bool_, pred="ge")
-    # |c| >= |d|: r = d/c, den = c + d*r, re = (a + b*r)/den, im = (b - a*r)/den
-    r1 = _e(cx, "div", d, c)
-    den1 = _e(cx, "add", c, _e(cx, "mul", d, r1))
-    re1 = _e(cx, "div", _e(cx, "add", a, _e(cx, "mul", b, r1)), den1)
-    im1 = _e(cx, "div", _e(cx, "sub", b, _e(cx, "mul", a, r1)), den1)
-    # else: r = c/d, den = c*r + d, re = (a*r + b)/den, im = (b*r - a)/den
-    r2 = _e(cx, "div", c, d)
-    den2 = _e(cx, "add", _e(cx, "mul", c, r2), d)
-    re2 = _e(cx, "div", _e(cx, "add", _e(cx, "mul", a, r2), b), den2)
-    im2 = _e(cx, "div", _e(cx, "sub", _e(cx, "mul", b, r2), a), den2)
-    sel = lambda p, q: arith.emit(cx, "select", [use_c, p, q], T.f32)
-    return Complex(sel(re1, re2), sel(im1, im2))
+    sel = lambda cond, u, v: arith.emit(cx, "select", [cond, u, v], T.f32)
+    ac, ad = _e(cx, "abs", c), _e(cx, "abs", d)
+    use_c = arith.emit(cx, "cmp", [ac, ad], T.bool_, pred="ge")
+    p, q = sel(use_c, c, d), sel(use_c, d, c)
+    r = _e(cx, "div", q, p)
+    scl = _e(cx, "div", make_const(1.0, T.f32), _e(cx, "add", p, _e(cx, "mul", q, r)))
+    x1, x2 = sel(use_c, a, b), sel(use_c, b, a)          # re = (x1 + x2*r) * scl
+    re = _e(cx, "mul", _e(cx, "add", x1, _e(cx, "mul", x2, r)), scl)
+    im = _e(cx, "mul", _e(cx, "sub", x2, _e(cx, "mul", x1, r)), scl)   # branch 1: b - a*r
+    im = sel(use_c, im, _e(cx, "neg", im))               # branch 2: b*r - a = -(a - b*r)
+    zero = arith.emit(cx, "cmp", [ac, make_const(0.0, T.f32)], T.bool_, pred="eq")
+    zero = arith.emit(cx, "and", [zero, arith.emit(cx, "cmp", [ad, make_const(0.0, T.f32)],
+                                                  T.bool_, pred="eq")], T.bool_)
+    return Complex(sel(zero, _e(cx, "div", a, ac), re), sel(zero, _e(cx, "div", b, ac), im))
 
 
 def _power(cx, a, b):
