@@ -142,3 +142,28 @@ def test_division_by_zero_gives_numpy_inf_nan():
     with np.errstate(all="ignore"):
         exp = a / b
     np.testing.assert_array_equal(out, exp)
+
+
+@pyptx.func
+def _cmul_add(z, w, s: f32):
+    return z * w + s
+
+
+@pyptx.func
+def _polar(r: f32, t: f32):
+    return complex(r * pyptx.math.cos(t), r * pyptx.math.sin(t))
+
+
+def test_device_functions_take_and_return_complex():
+    @pyptx.kernel
+    def k(out: c64[:], a: c64[:], r: f32[:]):
+        i = pyptx.grid(1)
+        z = _polar(r[i], 0.5)
+        out[i] = _cmul_add(a[i], z, 1.0) + _polar(1.0, r[i]).conjugate()
+    a = _cplx(32)
+    r = RNG.random(32).astype(np.float32)
+    out = np.full(32, np.nan, np.complex64)
+    k[1, 32](out, a, r)
+    z = r * np.exp(0.5j)
+    np.testing.assert_allclose(out, a * z + 1 + np.exp(-1j * r.astype(np.float64)), rtol=1e-5,
+                               atol=1e-6)

@@ -285,7 +285,8 @@ def _shape_of(value):
     if value is None:
         return "none"
     if isinstance(value, tuple):
-        return ("tuple", len(value))
+        from .complex64 import Complex
+        return ("complex" if isinstance(value, Complex) else "tuple", len(value))
     if is_const(value) or isinstance(getattr(value, "type", None), T.ScalarType):
         return "scalar"
     return "object"
@@ -320,8 +321,12 @@ def _result(cx, site: ReturnSite):
     if site.shape == "object":
         return site.objects[0][1]
     objs = dict(site.objects)
-    return tuple(objs[k] if k in objs else cx.b.read(f"{site.var}.{k}")
-                 for k in range(site.shape[1]))
+    parts = tuple(objs[k] if k in objs else cx.b.read(f"{site.var}.{k}")
+                  for k in range(site.shape[1]))
+    if site.shape[0] == "complex":
+        from .complex64 import Complex
+        return Complex(*parts)
+    return parts
 
 
 __all__ = ["lower_call", "inline", "lower_return", "is_allowed_object", "PY_SCALARS"]

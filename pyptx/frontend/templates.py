@@ -190,7 +190,9 @@ def _walk(cx, df, converted, declared):
 def _resolve_result(b, result):
     if isinstance(result, tuple):
         out = tuple(_resolve_result(b, r) for r in result)
-        return MISS if any(r is MISS for r in out) else out
+        if any(r is MISS for r in out):
+            return MISS
+        return type(result)(*out) if type(result) is not tuple else out
     if result is None or isinstance(result, PY_SCALARS):
         return result
     if not isinstance(getattr(result, "type", None), T.ScalarType):
@@ -252,7 +254,8 @@ def _encode(tcx, fn, entry, site_block, result, args, b) -> Template:
 
 def _enc_result(r, enc):
     if isinstance(r, tuple):
-        return ("tuple", tuple(_enc_result(x, enc) for x in r))
+        kind = "tuple" if type(r) is tuple else "complex"       # frontend/complex64.Complex
+        return (kind, tuple(_enc_result(x, enc) for x in r))
     if r is None or isinstance(r, PY_SCALARS):
         return ("py", r)
     return ("v", enc(r))
@@ -312,6 +315,9 @@ def _dec_result(r, vals):
     kind, x = r
     if kind == "tuple":
         return tuple(_dec_result(e, vals) for e in x)
+    if kind == "complex":
+        from .complex64 import Complex
+        return Complex(*(_dec_result(e, vals) for e in x))
     if kind == "py":
         return x
     return vals[x] if x.__class__ is int else x
