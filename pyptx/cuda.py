@@ -77,6 +77,19 @@ _SIG_NAMES = {k: v for k, v in globals().items() if isinstance(v, T.ScalarType)}
 _SIG_NAMES.update({"bool_": T.bool_, "intp": T.i64, "uintp": T.u64, "void": None})
 
 
+def from_numba_type(t):
+    """A Numba type object (`numba.float32`, `numba.types.int32[:]`) -> the pyptx type, or
+    None; lets `from numba import float32` keep working in ported kernels (dtype= arguments)."""
+    name = getattr(t, "name", None)
+    if not type(t).__module__.startswith("numba.") or not isinstance(name, str):
+        return None
+    dtype, ndim = getattr(t, "dtype", None), getattr(t, "ndim", None)
+    if dtype is not None and isinstance(ndim, int):
+        inner = from_numba_type(dtype)
+        return T.ArrayType(inner, ndim) if isinstance(inner, T.ScalarType) else None
+    return _SIG_NAMES.get(name)
+
+
 def parse_signature(sig: str):
     """Numba's "void(float32[:], int32)" -> (argument types, return type or None)."""
     text = re.sub(r"\[\s*::\s*1\s*\]", "[:]", sig.strip())          # [::1] = C-contiguous
@@ -145,10 +158,16 @@ def jit(fn_or_sig=None, device: bool = False, **options):
     if isinstance(fn_or_sig, str) or isinstance(fn_or_sig, (list, tuple)):
         sig = fn_or_sig[0] if isinstance(fn_or_sig, (list, tuple)) else fn_or_sig
         fn_or_sig = None
+    elif fn_or_sig is not None and not callable(fn_or_sig):     # a Numba Signature object
+        sig = tuple(from_numba_type(a) for a in getattr(fn_or_sig, "args", ()))
+        if not sig or any(t is None for t in sig):
+            raise ValueError(f"cannot read the Numba signature {fn_or_sig!r}; write it as a "
+                             f"string like \"void(float32[:], int32)\"")
+        fn_or_sig = None
 
     def make(fn):
         if sig is not None:
-            args, _ = parse_signature(sig)
+            args = sig if isinstance(sig, tuple) else parse_signature(sig)[0]
             _annotate(fn, args)
         if device:
             return DeviceFunction(fn)

@@ -297,6 +297,11 @@ class Lowerer:
             return tuple(self.compile_time(x, name) for x in v)
         if isinstance(v, complex):
             return v
+        if type(v).__module__.startswith("numba."):        # `from numba import float32`
+            from ..cuda import from_numba_type
+            t = from_numba_type(v)
+            if t is not None:
+                return t
         if isinstance(v, np.generic):
             try:
                 return make_const(v.item(), T.from_dtype(v.dtype))

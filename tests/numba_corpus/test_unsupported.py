@@ -72,3 +72,23 @@ def test_launch_forms():
     assert (d.copy_to_host() == -1.0).all()
     with pytest.raises(pyptx.LaunchError):
         fill[2](out, np.float32(1.0))
+
+
+def test_numba_type_objects_as_signature_and_dtype():
+    """`from numba import float32` (when Numba is installed) keeps working after the import
+    of `cuda` is changed: Numba's type objects read as pyptx types."""
+    numba = pytest.importorskip("numba")
+    f4, i4 = numba.float32, numba.int32
+
+    @cuda.jit(numba.void(f4[:], i4))
+    def double_via_shared(x, n):
+        s = cuda.shared.array(32, dtype=f4)
+        i = cuda.grid(1)
+        s[cuda.threadIdx.x] = x[i] * 2
+        cuda.syncthreads()
+        if i < n:
+            x[i] = s[cuda.threadIdx.x]
+    x = np.random.default_rng(1).random(64).astype(np.float32)
+    exp = x * 2
+    double_via_shared[2, 32](x, 64)
+    np.testing.assert_array_equal(x, exp)
