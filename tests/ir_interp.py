@@ -18,6 +18,9 @@ from pyptx.types import PtrType
 SREG_VALUES = {"tid.x": 3, "tid.y": 0, "tid.z": 0, "ntid.x": 32, "ntid.y": 1, "ntid.z": 1,
                "ctaid.x": 2, "ctaid.y": 1, "ctaid.z": 0, "nctaid.x": 4, "nctaid.y": 2,
                "nctaid.z": 1, "laneid": 3, "warpid": 0}
+# %lanemask_* of lane 3, read as i32 like every sreg
+SREG_VALUES.update({"lanemask_lt": 7, "lanemask_le": 15, "lanemask_eq": 8, "lanemask_gt": -16,
+                    "lanemask_ge": -8})
 
 
 class Trap(Exception):
