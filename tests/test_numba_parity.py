@@ -285,3 +285,28 @@ def test_device_function_parameters_convert_like_numba():
     out = np.full(64, -999, np.int32)
     k[1, 64](out, x, n)
     np.testing.assert_array_equal(out, np.trunc(x).astype(np.int32) * 10 + n)
+
+
+def test_stdlib_math_in_a_kernel_means_pyptx_math():
+    import math
+
+    @pyptx.kernel
+    def k(out: f32[:], y: f32[:], x: f32[:]):
+        i = pyptx.grid(1)
+        out[i] = math.atan2(y[i], x[i]) + math.erf(x[i]) + (1.0 if math.isnan(y[i]) else 0.0)
+    x = RNG.standard_normal(64).astype(np.float32)
+    y = RNG.standard_normal(64).astype(np.float32)
+    out = np.full(64, np.nan, np.float32)
+    k[1, 64](out, y, x)
+    erf = np.array([math.erf(v) for v in x.astype(np.float64)])
+    np.testing.assert_allclose(out, np.arctan2(y, x) + erf, rtol=1e-6, atol=1e-6)
+
+
+def test_stdlib_math_function_pyptx_lacks_is_a_compile_error():
+    import math
+
+    @pyptx.kernel
+    def k(out: f32[:], x: f32[:]):
+        out[0] = math.pow(x[0], x[1])
+    with pytest.raises(pyptx.CompileError, match="not available in kernels"):
+        pyptx.compile(k)
