@@ -58,7 +58,7 @@ MORE = [
     ("y = x.view(n)", "such as f32"),
     ("y = n.shape", "no attributes"),
     ("y = x.shape.foo", "unpack"),
-    ("y = x.shape[n]", "compile-time int"),
+    ("y = x.shape[1.5]", "int"),
     ("y = 1.5 % 0\ny = 2 ** 200", "non-zero"),
     ("y = ~1.5", "i32(x)"),
     ("y = pyptx.vload(n, 0, 4)", "vload(array, i"),
