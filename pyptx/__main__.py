@@ -1,4 +1,4 @@
-"""`python -m pyptx compile | check | info` — the command line (SPEC §5)."""
+"""`python -m pyptx compile | check | info` — the command line."""
 from __future__ import annotations
 
 import argparse

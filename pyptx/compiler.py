@@ -217,7 +217,7 @@ def compile_uncached(py_func, types: dict, constexprs: dict, arch: str, opt_leve
         raise CompileError(
             f"pyptx cannot compile {name}: it uses a construct the compiler has no diagnostic "
             f"for yet; rewrite it with the statements and intrinsics of the pyptx language "
-            f"(docs/architecture.md lists them) and please report this message",
+            f"(docs/language.md lists them) and please report this message",
             **_where(py_func)) from e
     fn.attrs["fma"] = fma
     fn = run_pipeline(fn, opt_level=opt_level, fma=fma)

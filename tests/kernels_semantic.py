@@ -1,4 +1,4 @@
-"""DSL kernels covering every SPEC §2 feature, each with a numpy reference.
+"""DSL kernels covering every language feature (docs/language.md), each with a numpy reference.
 
 `CASES` lists (kernel, make_args(rng) -> (launch grid, block, args, shared_mem), reference(args)
 -> {arg index: expected array}, compare kwargs).  tests/test_frontend_semantics.py runs them on the

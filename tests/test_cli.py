@@ -1,4 +1,4 @@
-"""`python -m pyptx compile | check | info` (SPEC §5), run as a user would: in a subprocess."""
+"""`python -m pyptx compile | check | info` (the command line), run as a user would: in a subprocess."""
 from __future__ import annotations
 
 import os

@@ -1,4 +1,4 @@
-"""`pyptx.compile` and `CompiledKernel` as SPEC §3 describes them: options, caches, errors."""
+"""`pyptx.compile` and `CompiledKernel` as docs/getting-started.md and docs/launching.md describe them: options, caches, errors."""
 from __future__ import annotations
 
 import glob

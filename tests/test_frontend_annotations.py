@@ -1,5 +1,5 @@
 """Annotated locals (`x: f32 = 0`) declare the variable's type; '@' and float dp4a operands are
-CompileErrors at the user's line (found by the SPEC conformance review)."""
+CompileErrors at the user's line (found by a conformance review)."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,4 @@
-"""The frontend's IR for every SPEC §2 construct: ops present, CFG shape, types, metadata.
+"""The frontend's IR for every language construct: ops present, CFG shape, types, metadata.
 
 Every lowered function also passes the IR verifier.  (Semantics are checked end to end in
 tests/test_frontend_semantics.py.)

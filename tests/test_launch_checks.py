@@ -1,4 +1,4 @@
-"""The launch API (SPEC §4) on the CPU device: every LaunchError case is raised before anything
+"""The launch API (docs/launching.md) on the CPU device: every LaunchError case is raised before anything
 runs, and valid launches reach the CPU executor with the flattened, converted PTX argument list.
 
 The compiler is replaced by hand-built CompiledKernels (tests/fake_driver.py) and the CPU executor

@@ -3,11 +3,11 @@
 Hypothesis draws a random expression tree over three input arrays of random dtypes (i8..u64, f16,
 f32, f64, bool) and literals; the tree is rendered once as kernel source (`out[i] = <expr>`) and
 evaluated once with numpy ufuncs on whole arrays.  Integer results must match bit for bit; float
-results too, because the kernels are compiled with fma=False (SPEC §3: bit-identical to numpy).
+results too, because the kernels are compiled with fma=False (fma=False is bit-identical to numpy).
 A tree numpy rejects (e.g. `&` on floats, a literal that does not fit) must be a CompileError.
 
 Reference semantics where numpy has no single spelling (they are pyptx's documented rules):
-  * int / int -> both converted to f32, then divided (SPEC: "/ on integers gives f32"; bools
+  * int / int -> both converted to f32, then divided (integer `/` gives f32; bools
     count as integers here) — when the operands promote to an integer type (i8 with u64 promotes
     to f64, so that divides in f64);
   * `- / // % << >>` on two booleans are CompileErrors (numpy would promote to int8);

@@ -1,4 +1,4 @@
-"""SPEC §1, §3, §4, §5 checked as a user (or an acceptance test) would: through the public API,
+"""Packaging, compiling, launching and the command line checked as a user (or an acceptance test) would: through the public API,
 DSL kernels written in a real file, and subprocesses for what concerns a fresh interpreter."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §2.3 (intrinsics), end to end on the CPU executor against numpy / plain Python."""
+"""Intrinsics (docs/language.md), end to end on the CPU executor against numpy / plain Python."""
 from __future__ import annotations
 
 import os
@@ -231,7 +231,7 @@ def test_shuffles(t, cpu_device):
 
 @pytest.mark.parametrize("t", ["i8", "u8", "f16", "bool_"])
 def test_shuffles_narrow_types_widen(t, cpu_device):
-    """Not in the SPEC's list: narrow types are shuffled through a 32-bit register and converted
+    """Beyond the documented 32/64-bit types: narrow types are shuffled through a 32-bit register and converted
     back (value-preserving), as Numba does for its shfl_sync on small ints (decisions.md)."""
     k = make_kernel(f"""
         import pyptx

@@ -1,4 +1,4 @@
-"""SPEC §2.2 (statements), end to end on the CPU executor against plain-Python references."""
+"""Statements (docs/language.md), end to end on the CPU executor against plain-Python references."""
 from __future__ import annotations
 
 import os

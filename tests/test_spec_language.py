@@ -1,4 +1,4 @@
-"""SPEC §2.1 (types, promotion, casts), end to end: real kernels on the CPU executor vs numpy.
+"""Types, promotion and casts, end to end: real kernels on the CPU executor vs numpy.
 
 Each test compiles a kernel defined in this file (or made from source by kernel_factory), runs it
 with random inputs and NaN/sentinel-poisoned outputs, and compares with numpy.  The §2.2

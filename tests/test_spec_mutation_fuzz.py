@@ -1,4 +1,4 @@
-"""Mutation fuzzing of valid kernels (SPEC §3: "No other exception type ever escapes `compile`
+"""Mutation fuzzing of valid kernels (the compile contract: "No other exception type ever escapes `compile`
 for bad user code").
 
 Hypothesis picks one of a handful of valid kernels and a seed; the seed drives 1-3 random AST

@@ -1,4 +1,4 @@
-"""SPEC §6 (`stdlib_kernels`) as a user sees it: exact signatures and defaults, results against
+"""`stdlib_kernels` as a user sees it: exact signatures and defaults, results against
 float64 numpy references, shapes (1-d, 2-d, 3-d, flat), argument errors, the DSL kernels as
 module attributes that `pyptx.compile` accepts, and the not-yet-available parts failing clearly."""
 from __future__ import annotations

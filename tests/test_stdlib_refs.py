@@ -1,5 +1,5 @@
 """float64 numpy references for the stdlib kernel tests (imported by the other test_stdlib_*
-files), plus checks that the references themselves mean what the SPEC says."""
+files), plus checks that the references themselves mean what docs/stdlib.md says."""
 from __future__ import annotations
 
 import numpy as np

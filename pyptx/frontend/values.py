@@ -91,7 +91,7 @@ def make_const(value, t: T.ScalarType) -> Const:
 
 
 class TypeAcc:
-    """Accumulates the types assigned to one variable (SPEC 2.1: one type per local)."""
+    """Accumulates the types assigned to one variable (one type per local)."""
     __slots__ = ("strong", "weak")
 
     def __init__(self):

@@ -1,5 +1,5 @@
 """`k[grid, block](*args)`: bind, check and flatten the arguments, then run on the GPU or the CPU
-executor (SPEC §4).  Everything a launch can get wrong is raised here as `LaunchError`, before
+executor (docs/launching.md).  Everything a launch can get wrong is raised here as `LaunchError`, before
 anything runs, on both devices alike.
 
 Speed: all per-kernel work (resolving parameter types, compiling, building one checker per
@@ -57,7 +57,7 @@ _device_by_raw: dict = {}     # raw environment value -> the _device_cache entry
 
 
 def device() -> str:
-    """'gpu' or 'cpu': where launches run (SPEC §4, `PYPTX_DEVICE=auto|gpu|cpu`).
+    """'gpu' or 'cpu': where launches run (`PYPTX_DEVICE=auto|gpu|cpu`).
 
     Decided once per process and value of the environment variable.  With `gpu` and no usable
     GPU this raises DeviceError saying why."""
