@@ -1,0 +1,157 @@
+"""The sections of `python -m benchmarks`, each a function returning markdown text.
+
+Every section measures pyptx and its peer in the same run and reuses the measuring functions of
+the standalone scripts (bench_compile, bench_executor, bench_stdlib, bench_launch, and
+sass_report where this checkout has it).  `python -m benchmarks.sections NAME [--quick]` runs one
+section in its own interpreter: the sections set conflicting process-wide state (the numba
+simulator flag, PYPTX_DEVICE), so the driver runs each in a subprocess.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)                      # the scripts import `peer_kernels` as a top module
+os.environ["PYPTX_NO_CACHE"] = "1"            # compile timings must not be answered from disk
+
+
+def _table(header, rows) -> str:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _ratio(peer, ours) -> str:
+    return f"{peer / ours:.0f}×" if peer and ours else "—"
+
+
+def _numba_or_reason():
+    try:
+        from numba import cuda  # noqa: F401
+        return None
+    except Exception as e:  # noqa: BLE001 - any import failure means "peer missing"
+        return f"numba-cuda not available ({type(e).__name__}: {e}); install the 'bench' extra"
+
+
+def compile_latency(quick: bool) -> str:
+    """pyptx.compile vs numba-cuda compile_ptx on the peer kernels; pyptx alone on the stdlib."""
+    import pyptx
+    from bench_compile import _median_ms, first_compile_seconds
+    from peer_kernels import KERNELS, NUMBA_SIGS, NUMBA_SRC, PYPTX_SRC, load
+    from stdlib_kernels.catalog import SPECIALISATIONS
+    repeat = 5 if quick else 15
+    missing = _numba_or_reason()
+    pmod = load(PYPTX_SRC, "bench_pyptx_kernels")
+    nmod = None if missing else load(NUMBA_SRC, "bench_numba_kernels")
+    rows = []
+    for name in KERNELS:
+        ours = _median_ms(lambda f: pyptx.compile(f, arch="sm_90"), getattr(pmod, name), repeat)
+        theirs = None
+        if nmod is not None:
+            from numba import cuda
+            theirs = _median_ms(lambda f, s=NUMBA_SIGS[name]: cuda.compile_ptx(f, s, cc=(9, 0)),
+                                getattr(nmod, name), max(3, repeat // 3))
+        rows.append((name, f"{ours:.2f}", f"{theirs:.1f}" if theirs else "—",
+                     _ratio(theirs, ours)))
+    out = [f"`pyptx.compile(fn, arch=\"sm_90\")` vs numba-cuda `cuda.compile_ptx(fn, sig, "
+           f"cc=(9, 0))`, warm median of {repeat} compiles of fresh function objects, disk "
+           f"cache off.", "", _table(("kernel", "pyptx ms", "numba-cuda ms", "ratio"), rows)]
+    if missing:
+        out += ["", missing]
+    srows = []
+    for spec in SPECIALISATIONS:
+        fn = spec.kernel.py_func
+        ms = _median_ms(lambda f, s=spec: pyptx.compile(f, arch="sm_90",
+                                                        constexprs=s.constexprs),
+                        fn, max(2, repeat // 2))
+        srows.append((spec.label, f"{ms:.1f}"))
+    out += ["", "Every stdlib kernel specialisation (pyptx only: numba-cuda has no version of "
+            "these kernels to compile):", "",
+            _table(("stdlib kernel", "pyptx compile ms"), srows), "",
+            f"`import pyptx` + first compile of saxpy in a fresh interpreter: "
+            f"{first_compile_seconds():.3f} s"]
+    return "\n".join(out)
+
+
+def executor(quick: bool) -> str:
+    """The CPU executor vs numba-cuda's CUDA simulator on the same kernels and inputs."""
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+    import numpy as np
+    import pyptx
+    from bench_executor import cases, time_numba, time_pyptx
+    from peer_kernels import KERNELS, NUMBA_SRC, PYPTX_SRC, load
+    missing = _numba_or_reason()
+    pmod = load(PYPTX_SRC, "bench_pyptx_kernels")
+    nmod = None if missing else load(NUMBA_SRC, "bench_numba_kernels")
+    rows = []
+    for name in KERNELS:
+        grid, block, make_args, check = cases(np.random.default_rng(0))[name]
+        ours = time_pyptx(pyptx.kernel(getattr(pmod, name)), grid, block, make_args, check,
+                          repeat=3 if quick else 7)
+        theirs = (time_numba(getattr(nmod, name), grid, block, make_args, check)
+                  if nmod is not None else None)
+        rows.append((name, f"{ours * 1e3:.2f}", f"{theirs * 1e3:.0f}" if theirs else "—",
+                     _ratio(theirs, ours)))
+    out = ["CPU executor (best of several launches, PTX parse cached) vs numba-cuda's simulator "
+           "(`NUMBA_ENABLE_CUDASIM=1`, one launch); both results checked against numpy.", "",
+           _table(("kernel", "executor ms", "simulator ms", "ratio"), rows)]
+    return "\n".join(out + (["", missing] if missing else []))
+
+
+def _captured(fn, *args) -> str:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        fn(*args)
+    return buf.getvalue().rstrip()
+
+
+def sass(quick: bool) -> str:
+    """Static code quality: ptxas resources of every stdlib kernel, the SASS report where this
+    checkout has benchmarks/sass_report.py, and llama.cpp where it is installed."""
+    from bench_stdlib import resource_report
+    archs = ["sm_90"] if quick else ["sm_80", "sm_90"]
+    out = ["`ptxas -v` resources of every stdlib specialisation:", "", "```",
+           _captured(resource_report, archs), "```"]
+    try:
+        report = importlib.import_module("benchmarks.sass_report")
+    except ImportError:
+        out += ["", "SASS instruction counts vs numba-cuda: benchmarks/sass_report.py is not "
+                "in this checkout."]
+    else:
+        out += ["", "SASS report (sm_90, pyptx vs numba-cuda):", "",
+                report.format_report(report.run("sm_90"), "sm_90")]
+    import shutil
+    llama = shutil.which("llama-bench") or shutil.which("llama-cli")
+    out += ["", f"llama.cpp: {'found at ' + llama + ' (no comparison wired yet)' if llama else 'not installed, no comparison'}."]
+    return "\n".join(out)
+
+
+def gpu(quick: bool) -> str:
+    """Kernel time on a GPU: stdlib bandwidth / GEMM vs cuBLAS, launch overhead."""
+    import pyptx
+    if pyptx.device() != "gpu":
+        from pyptx.runtime.launch import device_reason
+        return f"No GPU here ({device_reason()}): nothing measured."
+    from bench_launch import main as launch_main
+    from bench_stdlib import gpu_report
+    saved = sys.argv
+    sys.argv = ["bench_launch", "--launches", "2000" if quick else "20000"]
+    try:
+        launch = _captured(launch_main)
+    finally:
+        sys.argv = saved
+    return "\n".join(["```", _captured(gpu_report, 5 if quick else 20), launch, "```"])
+
+
+SECTIONS = {"compile": ("Compile latency", compile_latency),
+            "executor": ("CPU executor", executor),
+            "sass": ("Static code quality", sass),
+            "gpu": ("GPU kernels", gpu)}
+
+
+if __name__ == "__main__":
+    print(SECTIONS[sys.argv[1]][1]("--quick" in sys.argv[2:]))
