@@ -147,9 +147,63 @@ def gpu(quick: bool) -> str:
     return "\n".join(["```", _captured(gpu_report, 5 if quick else 20), launch, "```"])
 
 
+def _stdlib_calls(quick: bool):
+    """(label, call) for every public stdlib function at small shapes (the CPU executor runs them)."""
+    import numpy as np
+    import stdlib_kernels as S
+    r = np.random.default_rng(0)
+
+    def rn(*shape, dtype=np.float32):
+        return r.standard_normal(shape).astype(dtype)
+    n = 64 if quick else 128
+    return [
+        ("softmax 64x1024", lambda: S.softmax(rn(64, 1024))),
+        ("rmsnorm 64x1024", lambda: S.rmsnorm(rn(64, 1024), rn(1024))),
+        ("layernorm 64x1024", lambda: S.layernorm(rn(64, 1024), rn(1024), rn(1024))),
+        (f"gemm tiled {n}^3", lambda: S.gemm(rn(n, n), rn(n, n), "tiled")),
+        (f"gemm tensor_core {n}^3 f16",
+         lambda: S.gemm(rn(n, n, dtype=np.float16), rn(n, n, dtype=np.float16), "tensor_core")),
+        ("kv_scatter 8x128", lambda: S.kv_scatter(rn(8 * 128), rn(8, 64, 128), 5)),
+        ("decode_attention 32q/8kv heads, 256 keys",
+         lambda: S.decode_attention(rn(32, 128), rn(8, 256, 128), rn(8, 256, 128), 256)),
+        ("flash_attention f16 4 heads x 128 x 64",
+         lambda: S.flash_attention(rn(4, 128, 64, dtype=np.float16),
+                                   rn(4, 128, 64, dtype=np.float16),
+                                   rn(4, 128, 64, dtype=np.float16), causal=True)),
+        ("rope 16 tokens x 8 heads x 128", lambda: S.rope(rn(16, 8, 128),
+                                                         np.arange(16, dtype=np.int32))),
+        ("swiglu 64x1024", lambda: S.swiglu(rn(64, 1024), rn(64, 1024))),
+        ("gate_up_swiglu 4x512 -> 256", lambda: S.gate_up_swiglu(rn(4, 512), rn(256, 512),
+                                                                rn(256, 512))),
+    ]
+
+
+def counters(quick: bool) -> str:
+    """pyptx.profile() counters of every stdlib function on the CPU executor: the x-axis of a
+    roofline (flops per DRAM byte), coalescing, bank conflicts, divergence."""
+    os.environ["PYPTX_DEVICE"] = "cpu"
+    import pyptx
+    rows = []
+    for label, call in _stdlib_calls(quick):
+        with pyptx.profile() as prof:
+            call()
+        for rec in prof.launches:
+            rows.append((label, rec.kernel, f"{rec.flops:,}", f"{32 * rec.global_sectors:,}",
+                         f"{rec.arithmetic_intensity:.2f}", f"{rec.coalescing:.2f}",
+                         rec.shared_bank_conflicts, f"{rec.branch_divergence:.3f}"))
+    return "\n".join([
+        "Counted by `pyptx.profile()` on the CPU executor (as the GPU counts: 32-byte sectors "
+        "per warp request). Intensity = flops / DRAM bytes with no cache reuse, so a lower "
+        "bound; no peer (numba-cuda's simulator has no counters). GPU time per kernel, the "
+        "other roofline axis, needs `--gpu` on a machine with a GPU.", "",
+        _table(("call", "kernel", "flops", "DRAM bytes", "flops/byte", "coalescing",
+                "bank conflicts", "divergence"), rows)])
+
+
 SECTIONS = {"compile": ("Compile latency", compile_latency),
             "executor": ("CPU executor", executor),
             "sass": ("Static code quality", sass),
+            "counters": ("Stdlib kernels: profiler counters (CPU executor)", counters),
             "gpu": ("GPU kernels", gpu)}
 
 
