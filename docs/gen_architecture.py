@@ -59,7 +59,8 @@ def section() -> str:
         "", "```", after.rstrip(), "```", "",
         "**PTX** (`pyptx.ptx.emit(fn, \"sm_90\")`): each array parameter is a `.u64` pointer "
         "plus its `.s32` shape, each `gep` a `mad.wide.s32` (64-bit address from a 32-bit "
-        "index), registers are named by class, and the Python source line is a comment above "
+        "index), the arrays the kernel never writes are loaded with `ld.global.nc` (read-only "
+        "path), registers are named by class, and the Python source line is a comment above "
         "its instructions.", "",
         "```", ptx.rstrip(), "```"])
 

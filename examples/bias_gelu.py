@@ -45,7 +45,7 @@ def main():
     bias_gelu[(threads + 127) // 128, 128](out, x, bias)
     np.testing.assert_allclose(out, reference(x, bias), rtol=1e-5, atol=1e-6)
     ptx = pyptx.compile(bias_gelu).ptx
-    assert "ld.global.v4.f32" in ptx and "st.global.v4.f32" in ptx      # 128-bit accesses
+    assert "ld.global.nc.v4.f32" in ptx and "st.global.v4.f32" in ptx   # 128-bit accesses
     print(f"bias+GELU of a {rows}x{cols} activation on the {pyptx.device()}: matches numpy")
 
 
