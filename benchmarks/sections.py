@@ -122,11 +122,18 @@ def sass(quick: bool) -> str:
         out += ["", "SASS instruction counts vs numba-cuda: benchmarks/sass_report.py is not "
                 "in this checkout."]
     else:
-        out += ["", "SASS report (sm_90, pyptx vs numba-cuda):", "",
-                report.format_report(report.run("sm_90"), "sm_90")]
-    import shutil
-    llama = shutil.which("llama-bench") or shutil.which("llama-cli")
-    out += ["", f"llama.cpp: {'found at ' + llama + ' (no comparison wired yet)' if llama else 'not installed, no comparison'}."]
+        out += ["", "SASS report (sm_90, pyptx vs numba-cuda; benchmarks/sass_report.py):", "",
+                "```", report.format_report(report.run("sm_90"), "sm_90"), "```"]
+    try:
+        gguf = importlib.import_module("bench_gguf")
+    except ImportError:
+        out += ["", "GGUF GEMV vs llama.cpp: benchmarks/bench_gguf.py is not in this checkout."]
+    else:
+        ggml = os.environ.get("GGML_SRC")
+        out += ["", "GGUF GEMV hot loops vs llama.cpp's `mul_mat_vec_q` (benchmarks/bench_gguf.py; "
+                "the llama.cpp column needs `GGML_SRC=<local ggml checkout>`"
+                f"{', given' if ggml else ', not set in this run'}):", "", "```",
+                _captured(gguf.sass_report, "sm_90", ggml), "```"]
     return "\n".join(out)
 
 
@@ -136,6 +143,7 @@ def gpu(quick: bool) -> str:
     if pyptx.device() != "gpu":
         from pyptx.runtime.launch import device_reason
         return f"No GPU here ({device_reason()}): nothing measured."
+    from bench_gguf import gpu_report as gguf_report
     from bench_launch import main as launch_main
     from bench_stdlib import gpu_report
     saved = sys.argv
@@ -144,13 +152,16 @@ def gpu(quick: bool) -> str:
         launch = _captured(launch_main)
     finally:
         sys.argv = saved
-    return "\n".join(["```", _captured(gpu_report, 5 if quick else 20), launch, "```"])
+    repeat = 5 if quick else 20
+    return "\n".join(["```", _captured(gpu_report, repeat), _captured(gguf_report, repeat),
+                      launch, "```"])
 
 
 def _stdlib_calls(quick: bool):
     """(label, call) for every public stdlib function at small shapes (the CPU executor runs them)."""
     import numpy as np
     import stdlib_kernels as S
+    from stdlib_kernels.quant import quantize
     r = np.random.default_rng(0)
 
     def rn(*shape, dtype=np.float32):
@@ -175,6 +186,10 @@ def _stdlib_calls(quick: bool):
         ("swiglu 64x1024", lambda: S.swiglu(rn(64, 1024), rn(64, 1024))),
         ("gate_up_swiglu 4x512 -> 256", lambda: S.gate_up_swiglu(rn(4, 512), rn(256, 512),
                                                                 rn(256, 512))),
+        ("q4k_matmul 1x1024 -> 256 (dp4a)",
+         lambda: S.q4k_matmul(rn(1, 1024), quantize(rn(256, 1024), "q4_k"), 256, path="dp4a")),
+        ("q8_0_matmul 1x1024 -> 256 (f32)",
+         lambda: S.q8_0_matmul(rn(1, 1024), quantize(rn(256, 1024), "q8_0"), 256, path="f32")),
     ]
 
 

@@ -7,6 +7,7 @@ import numpy as np
 
 import pyptx
 import stdlib_kernels as sk
+from stdlib_kernels import quant
 
 
 def main():
@@ -32,7 +33,15 @@ def main():
     e = np.exp(act - act.max(axis=1, keepdims=True))
     np.testing.assert_allclose(p, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
 
-    print(f"rmsnorm -> gemm -> swiglu -> softmax on the {pyptx.device()}: all match numpy")
+    # GGUF: quantise a weight to Q8_0 blocks (llama.cpp's byte layout), multiply without
+    # dequantising it in memory; compare with numpy on the dequantised weight
+    w_q = quant.quantize(w_up.T.copy(), "q8_0")            # [ffn, hidden] -> raw block bytes
+    y = sk.q8_0_matmul(h, w_q, ffn)
+    np.testing.assert_allclose(y, h.astype(np.float64) @ quant.dequantize(w_q, "q8_0").reshape(
+        ffn, hidden).T.astype(np.float64), rtol=2e-3, atol=2e-3)
+
+    print(f"rmsnorm -> gemm -> swiglu -> softmax -> q8_0 matmul on the {pyptx.device()}: "
+          f"all match numpy")
 
 
 if __name__ == "__main__":
