@@ -46,6 +46,7 @@ def main():
     np.testing.assert_allclose(out, reference(x, bias), rtol=1e-5, atol=1e-6)
     ptx = pyptx.compile(bias_gelu).ptx
     assert "ld.global.nc.v4.f32" in ptx and "st.global.v4.f32" in ptx   # 128-bit accesses
+    assert ".f64" not in ptx.split(".entry")[1]             # f32 data, f32 instructions only
     print(f"bias+GELU of a {rows}x{cols} activation on the {pyptx.device()}: matches numpy")
 
 
