@@ -77,6 +77,24 @@ def compile_latency(quick: bool) -> str:
     return "\n".join(out)
 
 
+def stages(quick: bool) -> str:
+    """Compile time per stage next to numba-cuda, cache hits, host launch cost (bench_stages)."""
+    try:
+        from bench_stages import main as stages_main
+    except ImportError:
+        return "benchmarks/bench_stages.py is not in this checkout."
+    saved = sys.argv
+    sys.argv = ["bench_stages", "--repeat", "5" if quick else "15"]
+    try:
+        text = _captured(stages_main)
+    finally:
+        sys.argv = saved
+    return "\n".join(["Compile time by stage (frontend, passes, PTX emission; medians) with "
+                      "numba-cuda's `compile_ptx` as the peer, then cache hits and the host "
+                      "side of a CPU launch (`benchmarks/bench_stages.py`):", "", "```", text,
+                      "```"])
+
+
 def executor(quick: bool) -> str:
     """The CPU executor vs numba-cuda's CUDA simulator on the same kernels and inputs."""
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
@@ -216,6 +234,7 @@ def counters(quick: bool) -> str:
 
 
 SECTIONS = {"compile": ("Compile latency", compile_latency),
+            "stages": ("Compile stages and caches", stages),
             "executor": ("CPU executor", executor),
             "sass": ("Static code quality", sass),
             "counters": ("Stdlib kernels: profiler counters (CPU executor)", counters),
