@@ -16,6 +16,8 @@ from ._later import NotYetImplementedError  # noqa: F401
 from .flash_attention import (flash_attention, flash_attention_f32_kernel,
                               flash_attention_tc_kernel)
 from .norms import layernorm, layernorm_kernel, rmsnorm, rmsnorm_kernel
+from .paged import (paged_attention, paged_attention_kernel, paged_kv_scatter,
+                    paged_kv_scatter_kernel, paged_merge_kernel)
 from .rope import rope, rope_kernel
 from .softmax import softmax, softmax_block_kernel, softmax_warp_kernel
 from .qmatmul import q4k_gate_up_swiglu, q4k_matmul, q6k_matmul, q8_0_matmul
@@ -36,4 +38,6 @@ __all__ = [
     "act_sums_kernel", "act_q8_kernel", "q4k_gemv_kernel", "q4k_dp4a_kernel",
     "q4k_gate_up_kernel", "q6k_gemv_kernel", "q6k_dp4a_kernel", "q8_0_gemv_kernel",
     "q8_0_dp4a_kernel", "qmatmul_tiled_kernel",
+    "paged_attention", "paged_kv_scatter", "paged_attention_kernel", "paged_kv_scatter_kernel",
+    "paged_merge_kernel",
 ]

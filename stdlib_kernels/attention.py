@@ -31,6 +31,68 @@ TARGET_BLOCKS = 264
 SMEM_LIMIT = 48 * 1024
 
 
+@pyptx.func
+def attend_tile(qs, ks, vs, ps, n, hd, m, l, acc, DPL, TILE):
+    """One flash-decoding step of warp w (query head w of the block's group) over a tile of n
+    tokens staged in shared memory (ks/vs rows 0..n-1, n <= TILE <= 32; qs[w] pre-scaled by
+    scale·log2 e): lane j scores token j, the warp updates the running max m and denominator l
+    (base 2), rescales the accumulator tuple acc (lane l holds dimensions l, l+32, ...) and adds
+    the tile's V rows.  ps[w] is the warp's scratch row of probabilities.  Returns (m, l, acc)."""
+    lane = thread_idx.x & 31
+    w = thread_idx.x >> 5
+    live = lane < n
+    s = NEG_BIG
+    if live:
+        s = 0.0
+        for d in range(hd):
+            s += qs[w, d] * ks[lane, d]
+    m_new = max(m, warp_max(s))
+    corr = pyptx.math.fast_exp2(m - m_new)
+    p = pyptx.math.fast_exp2(s - m_new) if live else 0.0
+    l = l * corr + warp_sum(p)
+    if lane < TILE:
+        ps[w, lane] = p
+    pyptx.syncwarp()
+    na = ()
+    for i in pyptx.static_range(DPL):
+        a = acc[i] * corr
+        for j in range(n):
+            a += ps[w, j] * vs[j, lane + 32 * i]
+        na = na + (a,)
+    return m_new, l, na
+
+
+@pyptx.func
+def store_partials(part_ml, part_acc, row, split, m, l, acc, hd, DPL):
+    """A split's unnormalised result for decode_merge_kernel: part_ml[row, split] = (m in
+    natural-log units, l), part_acc[row, split, :] = acc (lane l's dimensions l, l+32, ...)."""
+    lane = thread_idx.x & 31
+    if lane == 0:
+        part_ml[row, split, 0] = m * LN2
+        part_ml[row, split, 1] = l
+    for i in pyptx.static_range(DPL):
+        d = lane + 32 * i
+        if d < hd:
+            part_acc[row, split, d] = acc[i]
+
+
+@pyptx.func
+def merged_value(part_ml, part_acc, row, d):
+    """Element d of row `row` combined over the splits: Σ e^(m_s-M) acc_s / Σ e^(m_s-M) l_s
+    (0 when every split was empty)."""
+    n_splits = part_ml.shape[1]
+    mx = NEG_BIG
+    for s in range(n_splits):
+        mx = max(mx, part_ml[row, s, 0])
+    den = 0.0
+    num = 0.0
+    for s in range(n_splits):
+        w = pyptx.math.exp(part_ml[row, s, 0] - mx)
+        den += part_ml[row, s, 1] * w
+        num += part_acc[row, s, d] * w
+    return num / den if den > 0.0 else 0.0
+
+
 @pyptx.kernel
 def kv_scatter_kernel(cache: f32[:, :, :], src: f32[:], pos: i32):
     """cache[h, pos, d] = src[h * head_dim + d]; one thread per element of src."""
@@ -100,35 +162,9 @@ def decode_attention_kernel(out: f32[:, :], part_ml: f32[:, :, :], part_acc: f32
                 ks[r, c] = k_cache[kvh, tt + r, c] if ok else 0.0
                 vs[r, c] = v_cache[kvh, tt + r, c] if ok else 0.0
         pyptx.syncthreads()
-        live = lane < TILE and tt + lane < t1
-        s = NEG_BIG
-        if live:
-            s = 0.0
-            for d in range(hd):
-                s += qs[w, d] * ks[lane, d]
-        m_new = max(m, warp_max(s))
-        corr = pyptx.math.fast_exp2(m - m_new)
-        p = pyptx.math.fast_exp2(s - m_new) if live else 0.0
-        l = l * corr + warp_sum(p)
-        if lane < TILE:
-            ps[w, lane] = p
-        pyptx.syncwarp()
-        na = ()
-        for i in pyptx.static_range(DPL):
-            a = acc[i] * corr
-            for j in range(min(TILE, t1 - tt)):
-                a += ps[w, j] * vs[j, lane + 32 * i]
-            na = na + (a,)
-        acc = na
-        m = m_new
+        m, l, acc = attend_tile(qs, ks, vs, ps, min(TILE, t1 - tt), hd, m, l, acc, DPL, TILE)
     if SPLIT:
-        if lane == 0:
-            part_ml[head, split, 0] = m * LN2
-            part_ml[head, split, 1] = l
-        for i in pyptx.static_range(DPL):
-            d = lane + 32 * i
-            if d < hd:
-                part_acc[head, split, d] = acc[i]
+        store_partials(part_ml, part_acc, head, split, m, l, acc, hd, DPL)
     else:
         inv = 1.0 / l if l > 0.0 else 0.0
         for i in pyptx.static_range(DPL):
@@ -141,22 +177,9 @@ def decode_attention_kernel(out: f32[:, :], part_ml: f32[:, :, :], part_acc: f32
 def decode_merge_kernel(out: f32[:, :], part_ml: f32[:, :, :], part_acc: f32[:, :, :]):
     """Log-sum-exp merge of the split partials; one thread per output element (head, d)."""
     i = pyptx.grid(1)
-    n_heads = out.shape[0]
     hd = out.shape[1]
-    n_splits = part_ml.shape[1]
-    if i < n_heads * hd:
-        h = i // hd
-        d = i % hd
-        mx = NEG_BIG
-        for s in range(n_splits):
-            mx = max(mx, part_ml[h, s, 0])
-        den = 0.0
-        num = 0.0
-        for s in range(n_splits):
-            w = pyptx.math.exp(part_ml[h, s, 0] - mx)
-            den += part_ml[h, s, 1] * w
-            num += part_acc[h, s, d] * w
-        out[h, d] = num / den if den > 0.0 else 0.0
+    if i < out.shape[0] * hd:
+        out[i // hd, i % hd] = merged_value(part_ml, part_acc, i // hd, i % hd)
 
 
 def _cache(fn: str, name: str, cache, *, in_place: bool = False) -> np.ndarray:

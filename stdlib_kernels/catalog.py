@@ -14,6 +14,7 @@ from .gemm import TILED_THREADS, gemm_naive_kernel, gemm_tiled_kernel
 from .gemm_tc import gemm_tc_kernel
 from .flash_attention import flash_attention_f32_kernel, flash_attention_tc_kernel
 from .norms import layernorm_kernel, rmsnorm_kernel
+from .paged import paged_attention_kernel, paged_kv_scatter_kernel, paged_merge_kernel
 from ._rows import row_config
 from .rope import ROPE_THREADS, rope_kernel
 from .softmax import plan as softmax_plan, softmax_block_kernel, softmax_warp_kernel
@@ -94,4 +95,9 @@ SPECIALISATIONS: tuple[Specialisation, ...] = (
       for m in (1, qgemv.GEMV_MAX_M)),
     *(Specialisation(f"qmatmul_tiled[{fmt}]", qtiled.qmatmul_tiled_kernel, {"FMT": code})
       for fmt, code in (("q4_k", qtiled.Q4_K), ("q6_k", qtiled.Q6_K), ("q8_0", qtiled.Q8_0))),
+    *(Specialisation(f"paged_attention[DPL={d},SPLIT={s}]", paged_attention_kernel,
+                     {"DPL": d, "TILE": 32, "GROUP": 4, "VEC": True, "SPLIT": s})
+      for d in (2, 4) for s in (False, True)),
+    Specialisation("paged_merge", paged_merge_kernel),
+    Specialisation("paged_kv_scatter", paged_kv_scatter_kernel),
 )

@@ -1,0 +1,281 @@
+"""Paged KV cache (vLLM's PagedAttention): `paged_kv_scatter` and `paged_attention`.
+
+The cache is a pool of fixed-size pages `[num_pages, n_kv_heads, page_size, head_dim]`; sequence
+b owns the pages `block_table[b, 0..]` in order, so its token t lives in page
+`block_table[b, t // page_size]`, row `t % page_size` (page_size a power of two: a shift and a
+mask).  Slot s names page `s // page_size`, row `s % page_size` of the pool.
+
+`paged_attention` is decode_attention's flash-decoding over pages: block (g, s, b) takes the
+query heads of KV head g of sequence b (one warp each) over tokens [s·chunk, (s+1)·chunk), chunk a
+multiple of the page size and of the 32-token tile (a split is a group of whole pages).  Each
+tile's K/V rows are looked up through the block table, read once with 128-bit `vload`s into shared
+memory and scored by every head of the group (`attention.attend_tile`, the same step as
+decode_attention); splits store partials (`attention.store_partials`) that
+`paged_merge_kernel` combines with `attention.merged_value`.  The split count follows from the
+block table's capacity, not from the lengths' values, so one launch geometry serves every step
+of a decode (a launch graph replays it while `seq_lens` grows).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import pyptx
+from pyptx import block_idx, f32, i32, thread_idx
+
+from . import _validate as V
+from ._warp import NEG_BIG
+from .attention import (LOG2E, TARGET_BLOCKS, _tile, attend_tile, merged_value,
+                        store_partials)
+
+
+@pyptx.kernel
+def paged_kv_scatter_kernel(k_pages: f32[:, :, :], v_pages: f32[:, :, :],
+                            k: f32[:, :, :], v: f32[:, :, :], slots: i32[:], log2_page: i32):
+    """Page p, KV head h, row r of the pools is row p·n_kv_heads + h, r of the 3-d views
+    `k_pages`/`v_pages` `[num_pages·n_kv_heads, page_size, head_dim]`.  Token t goes to page
+    s >> log2_page, row s & (page_size - 1) for s = slots[t]; a thread per 4 elements of a row
+    (128-bit loads and stores) when head_dim % 4 == 0, else per element."""
+    hd = k.shape[2]
+    n_kv = k.shape[1]
+    i = pyptx.grid(1)
+    if hd % 4 == 0:
+        q4 = hd >> 2
+        if i < k.shape[0] * n_kv * q4:
+            row = i // q4
+            c = (i - row * q4) * 4
+            t = row // n_kv
+            h = row - t * n_kv
+            s = slots[t]
+            pg = s >> log2_page
+            r = s & ((1 << log2_page) - 1)
+            pyptx.vstore(k_pages, (pg * n_kv + h, r, c), pyptx.vload(k, (t, h, c), 4))
+            pyptx.vstore(v_pages, (pg * n_kv + h, r, c), pyptx.vload(v, (t, h, c), 4))
+    elif i < k.shape[0] * n_kv * hd:
+        row = i // hd
+        d = i - row * hd
+        t = row // n_kv
+        h = row - t * n_kv
+        s = slots[t]
+        pg = s >> log2_page
+        r = s & ((1 << log2_page) - 1)
+        k_pages[pg * n_kv + h, r, d] = k[t, h, d]
+        v_pages[pg * n_kv + h, r, d] = v[t, h, d]
+
+
+@pyptx.kernel
+def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f32[:, :, :],
+                           q: f32[:, :, :], k_pages: f32[:, :, :], v_pages: f32[:, :, :],
+                           block_table: i32[:, :], seq_lens: i32[:], chunk: i32,
+                           log2_page: i32, scale_log2: f32,
+                           DPL: pyptx.constexpr, TILE: pyptx.constexpr,
+                           GROUP: pyptx.constexpr, VEC: pyptx.constexpr,
+                           SPLIT: pyptx.constexpr):
+    """Block (g, s, b): the GROUP query heads of KV head g of sequence b (one warp each) over
+    its tokens [s·chunk, (s+1)·chunk) ∩ [0, seq_lens[b]), in shared-memory tiles of TILE tokens
+    whose rows are found through block_table (pools as 3-d views, as paged_kv_scatter_kernel;
+    n_kv_heads = grid_dim.x).  SPLIT=False: out[b, head] = the normalised
+    result; SPLIT=True: the split's partials in row b·n_heads + head of part_ml/part_acc."""
+    width = DPL * 32
+    ks = pyptx.shared.array((TILE, width + 1), f32)     # +1: lanes read different rows
+    vs = pyptx.shared.array((TILE, width), f32)
+    qs = pyptx.shared.array((GROUP, width), f32)
+    ps = pyptx.shared.array((GROUP, TILE), f32)
+    hd = q.shape[2]
+    kvh = block_idx.x
+    n_kv = pyptx.grid_dim.x
+    split = block_idx.y
+    b = block_idx.z
+    tid = thread_idx.x
+    lane = tid & 31
+    w = tid >> 5
+    nthreads = GROUP * 32
+    head = kvh * GROUP + w
+    pmask = (1 << log2_page) - 1
+    t0 = split * chunk
+    # never past the block table's capacity, whatever seq_lens holds
+    t1 = min(min(seq_lens[b], block_table.shape[1] << log2_page), t0 + chunk)
+    for e in range(tid, GROUP * hd, nthreads):
+        qs[e // hd, e % hd] = q[b, kvh * GROUP + e // hd, e % hd] * scale_log2
+    acc = (0.0,) * DPL
+    m = NEG_BIG
+    l = 0.0
+    for tt in range(t0, t1, TILE):
+        pyptx.syncthreads()                 # the previous tile is consumed (and q is stored)
+        if VEC:                             # 128-bit loads: hd % 4 == 0
+            q4 = hd >> 2
+            for e in range(tid, TILE * q4, nthreads):
+                r = e // q4
+                c = (e - r * q4) * 4
+                t = tt + r
+                if t < t1:
+                    pg = block_table[b, t >> log2_page] * n_kv + kvh
+                    kv = pyptx.vload(k_pages, (pg, t & pmask, c), 4)
+                    vv = pyptx.vload(v_pages, (pg, t & pmask, c), 4)
+                else:
+                    kv = (0.0, 0.0, 0.0, 0.0)
+                    vv = (0.0, 0.0, 0.0, 0.0)
+                for x in pyptx.static_range(4):
+                    ks[r, c + x] = kv[x]
+                    vs[r, c + x] = vv[x]
+        else:
+            for e in range(tid, TILE * hd, nthreads):
+                r = e // hd
+                c = e - r * hd
+                t = tt + r
+                kx = 0.0
+                vx = 0.0
+                if t < t1:
+                    pg = block_table[b, t >> log2_page] * n_kv + kvh
+                    kx = k_pages[pg, t & pmask, c]
+                    vx = v_pages[pg, t & pmask, c]
+                ks[r, c] = kx
+                vs[r, c] = vx
+        pyptx.syncthreads()
+        m, l, acc = attend_tile(qs, ks, vs, ps, min(TILE, t1 - tt), hd, m, l, acc, DPL, TILE)
+    if SPLIT:
+        store_partials(part_ml, part_acc, b * q.shape[1] + head, split, m, l, acc, hd, DPL)
+    else:
+        inv = 1.0 / l if l > 0.0 else 0.0
+        for i in pyptx.static_range(DPL):
+            d = lane + 32 * i
+            if d < hd:
+                out[b, head, d] = acc[i] * inv
+
+
+@pyptx.kernel
+def paged_merge_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f32[:, :, :]):
+    """out[b, h, d] from the split partials of row b·n_heads + h; a thread per element."""
+    i = pyptx.grid(1)
+    hd = out.shape[2]
+    rows = out.shape[0] * out.shape[1]
+    if i < rows * hd:
+        row = i // hd
+        d = i - row * hd
+        out[row // out.shape[1], row % out.shape[1], d] = merged_value(part_ml, part_acc, row, d)
+
+
+# ---- host side -----------------------------------------------------------------------------
+
+def _rows(pages):
+    """The kernels' 3-d view `[num_pages·n_kv_heads, page_size, head_dim]` of a page pool."""
+    n, h, ps, hd = pages.shape
+    return pages.reshape(n * h, ps, hd)
+
+
+def _pages(fn: str, name: str, pages, *, in_place: bool = False):
+    if in_place and isinstance(pages, np.ndarray) and not (
+            pages.flags.c_contiguous and pages.flags.writeable):
+        raise ValueError(f"{fn}: {name} must be C-contiguous and writeable (updated in place)")
+    pages = V.float32_array(fn, name, pages, (4,))
+    ps = pages.shape[2]
+    if ps == 0 or ps & (ps - 1):
+        raise ValueError(f"{fn}: {name}'s page size (axis 2) must be a power of two, got {ps}")
+    return pages
+
+
+def paged_kv_scatter(k: np.ndarray, v: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarray,
+                     slots: np.ndarray) -> None:
+    """Write token t's `k[t]`, `v[t]` (`[tokens, n_kv_heads, head_dim]` float32) to slot
+    `slots[t]` of the page pools (`[num_pages, n_kv_heads, page_size, head_dim]`, updated in
+    place): page `s // page_size`, row `s % page_size`.  A slot outside the pools (or a
+    repeated one) is a ValueError."""
+    fn = "paged_kv_scatter"
+    k_pages = _pages(fn, "k_pages", k_pages, in_place=True)
+    v_pages = _pages(fn, "v_pages", v_pages, in_place=True)
+    V.same_shape(fn, "v_pages", v_pages, k_pages.shape, "k_pages")
+    num_pages, n_kv, ps, hd = k_pages.shape
+    k = V.float32_array(fn, "k", k, (3,))
+    v = V.float32_array(fn, "v", v, (3,))
+    if k.shape[1:] != (n_kv, hd):
+        raise ValueError(f"{fn}: k must be [tokens, {n_kv}, {hd}] (n_kv_heads and head_dim "
+                         f"from k_pages), got shape {k.shape}")
+    V.same_shape(fn, "v", v, k.shape, "k")
+    slots = V.int_array(fn, "slots", slots, 1)
+    if slots.shape[0] != k.shape[0]:
+        raise ValueError(f"{fn}: slots must have one entry per token ({k.shape[0]}, from k), "
+                         f"got {slots.shape[0]}")
+    cap = num_pages * ps
+    if slots.size and (slots.min() < 0 or slots.max() >= cap):
+        bad = slots[(slots < 0) | (slots >= cap)][0]
+        raise ValueError(f"{fn}: slot {bad} is outside the pages (slots must be in "
+                         f"[0, {cap}) = num_pages x page_size)")
+    if np.unique(slots).size != slots.size:
+        raise ValueError(f"{fn}: slots must be distinct (two tokens written to one slot)")
+    n = k.size // 4 if hd % 4 == 0 else k.size
+    if n:
+        paged_kv_scatter_kernel[V.ceil_div(n, 256), 256](
+            _rows(k_pages), _rows(v_pages), k, v, slots, ps.bit_length() - 1)
+
+
+def paged_attention(q: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarray,
+                    block_table: np.ndarray, seq_lens: np.ndarray,
+                    scale: float | None = None) -> np.ndarray:
+    """Decode attention over a paged KV cache, per sequence b and query head h:
+    out[b, h] = Σ_t softmax_t(q[b, h]·k_t · scale) v_t over the sequence's seq_lens[b] tokens,
+    token t in page block_table[b, t // page_size], row t % page_size, KV head
+    h // (n_heads / n_kv_heads).
+
+    `q` `[batch, n_heads, head_dim]`; pages `[num_pages, n_kv_heads, page_size, head_dim]`
+    (page_size a power of two); `block_table` int32 `[batch, max_pages]`; `seq_lens` int32
+    `[batch]`, each ≤ max_pages·page_size (0 gives zeros).  `scale` defaults to
+    1/sqrt(head_dim).  Returns float32 `[batch, n_heads, head_dim]`.
+    """
+    fn = "paged_attention"
+    k_pages = _pages(fn, "k_pages", k_pages)
+    v_pages = _pages(fn, "v_pages", v_pages)
+    V.same_shape(fn, "v_pages", v_pages, k_pages.shape, "k_pages")
+    num_pages, n_kv, ps, hd = k_pages.shape
+    q = V.float32_array(fn, "q", q, (3,))
+    batch, n_heads = q.shape[:2]
+    if q.shape[2] != hd:
+        raise ValueError(f"{fn}: q must be [batch, n_heads, {hd}] (head_dim from k_pages), "
+                         f"got shape {q.shape}")
+    if n_kv == 0 or n_heads == 0 or n_heads % n_kv:
+        raise ValueError(f"{fn}: q's head count {n_heads} must be a positive multiple of "
+                         f"k_pages' {n_kv} KV heads")
+    block_table = V.int_array(fn, "block_table", block_table, 2)
+    if block_table.shape[0] != batch:
+        raise ValueError(f"{fn}: block_table must be [{batch}, max_pages] (batch from q), got "
+                         f"shape {block_table.shape}")
+    seq_lens = V.int_array(fn, "seq_lens", seq_lens, 1)
+    V.same_shape(fn, "seq_lens", seq_lens, (batch,), "q")
+    max_pages = block_table.shape[1]
+    if seq_lens.size and (seq_lens.min() < 0 or seq_lens.max() > max_pages * ps):
+        raise ValueError(f"{fn}: seq_lens must be in [0, {max_pages * ps}] (max_pages x "
+                         f"page_size), got {seq_lens.min()}..{seq_lens.max()}")
+    for b in range(batch):
+        used = block_table[b, :V.ceil_div(int(seq_lens[b]), ps)]
+        if used.size and (used.min() < 0 or used.max() >= num_pages):
+            raise ValueError(f"{fn}: block_table[{b}] names a page outside [0, {num_pages}) "
+                             f"among the {used.size} pages its {seq_lens[b]} tokens use")
+    scale = 1.0 / math.sqrt(hd) if scale is None else V.float_scalar(fn, "scale", scale)
+    out = np.empty((batch, n_heads, hd), np.float32)
+    if out.size == 0:
+        return out
+    group = n_heads // n_kv
+    dpl = V.ceil_div(hd, 32)
+    tile = _tile(dpl, group)
+    if tile is None:
+        raise ValueError(f"{fn}: {group} query heads per KV head with head_dim {hd} do not fit "
+                         f"the kernel's shared memory (at most 32 heads per group)")
+    splits, chunk = _split_plan(max_pages * ps, batch * n_kv, max(tile, ps))
+    part_ml = np.empty((batch * n_heads, splits, 2) if splits > 1 else (1, 1, 2), np.float32)
+    part_acc = np.empty((batch * n_heads, splits, hd) if splits > 1 else (1, 1, 1), np.float32)
+    paged_attention_kernel[(n_kv, splits, batch), 32 * group](
+        out, part_ml, part_acc, q, _rows(k_pages), _rows(v_pages), block_table, seq_lens, chunk,
+        ps.bit_length() - 1, np.float32(scale * LOG2E), dpl, tile, group, hd % 4 == 0,
+        splits > 1)
+    if splits > 1:
+        paged_merge_kernel[V.ceil_div(out.size, 128), 128](out, part_ml, part_acc)
+    return out
+
+
+def _split_plan(capacity: int, blocks: int, unit: int) -> tuple[int, int]:
+    """(splits, chunk): chunks of whole units (pages / tiles) covering the capacity, enough
+    splits for TARGET_BLOCKS blocks with `blocks` blocks per split (and at most 65535)."""
+    units = max(1, V.ceil_div(capacity, unit))
+    want = min(units, max(1, V.ceil_div(TARGET_BLOCKS, blocks)), 65535)
+    chunk = V.ceil_div(units, want) * unit
+    return V.ceil_div(max(capacity, 1), chunk), chunk
