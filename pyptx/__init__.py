@@ -26,6 +26,8 @@ _LAZY = {
     "device": "pyptx.runtime.launch",
     "to_device": "pyptx.runtime.device_array",
     "DeviceArray": "pyptx.runtime.device_array",
+    "graph": "pyptx.runtime.graph",
+    "Graph": "pyptx.runtime.graph",
     "math": None,          # the pyptx.math submodule itself
     "sanitize": "pyptx.runtime.checking",
     "profile": "pyptx.runtime.checking",

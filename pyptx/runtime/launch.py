@@ -179,21 +179,43 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
             _check_shared(plan, shared_mem, dev)
         elif plan.static_shared > plan.shared_limit:
             _check_shared(plan, 0, dev)
-        if dev == "cpu":
-            extra = {} if chk is None else {"checks": chk}
-            _cpu_launch()(plan.ck.ptx, plan.ck.name, g, b, flat, shared_mem, **extra)
-        else:
-            launcher = plan.launcher
-            if launcher is None or not launcher.ctx.alive:   # first launch, or a forked child
-                launcher = plan.gpu_launcher()
-            if chk is None:
-                launcher(g, b, flat, shared_mem, hstream)
-            else:
-                checking.gpu_timed(chk, plan.ck.name, g, b,
-                                   lambda: launcher(g, b, flat, shared_mem, hstream), hstream)
+        capture = _capturing()
+        if capture is not None:       # inside `with pyptx.graph()`: recorded (runtime/graph.py)
+            stream = capture.record(plan, g, b, args, flat, shared_mem, stream, binder.names)
+            if stream is None:
+                return
+            hstream = stream_handle(stream)
+        run_checked(plan, g, b, flat, shared_mem, dev, hstream, chk)
     except BaseException:
         flat.clear()      # release consumed DLPack tensors now, not when the traceback dies
         raise
+
+
+def run_checked(plan, g, b, flat, shared_mem, dev, hstream, chk=None) -> None:
+    """Run a launch whose arguments are checked and flattened (also a graph's CPU replay);
+    `hstream`: the driver stream handle (GPU), `chk`: the active sanitize/profile state."""
+    if dev == "cpu":
+        extra = {} if chk is None else {"checks": chk}
+        _cpu_launch()(plan.ck.ptx, plan.ck.name, g, b, flat, shared_mem, **extra)
+    else:
+        launcher = plan.launcher
+        if launcher is None or not launcher.ctx.alive:   # first launch, or a forked child
+            launcher = plan.gpu_launcher()
+        if chk is None:
+            launcher(g, b, flat, shared_mem, hstream)
+        else:
+            checking.gpu_timed(chk, plan.ck.name, g, b,
+                               lambda: launcher(g, b, flat, shared_mem, hstream), hstream)
+
+
+def _capturing():
+    if not _graph_hook:
+        from .graph import capturing
+        _graph_hook.append(capturing)
+    return _graph_hook[0]()
+
+
+_graph_hook: list = []
 
 
 def _check_shared(plan, shared_mem, dev) -> None:
