@@ -84,6 +84,20 @@ def test_numpy_argument_inside_a_capture_is_a_launch_error():
         with pyptx.graph():
             square_into[1, 8](host, x, 8)
     assert not host.any()
+    with pytest.raises(pyptx.LaunchError, match="argument 'x': a DLPack-only object"):
+        with pyptx.graph():
+            square_into[1, 8](x, _DLPackOnly(np.ones(8, np.float32)), 8)
+
+
+class _DLPackOnly:
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kw):
+        return self.a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
 
 
 def test_nested_capture_is_an_error_and_the_outer_one_survives():

@@ -88,9 +88,13 @@ class Graph:
     def record(self, plan, grid, block, args, flat, shared_mem, stream, names):
         """Called by the launcher for a checked launch inside the `with` block.  Returns the
         stream the launch must go to (GPU) or None when the launch is recorded only (CPU)."""
+        from .device_array import DeviceArray
         for name, a in zip(names, args):
-            if isinstance(a, np.ndarray):
-                raise LaunchError(f"argument '{name}': a numpy array inside a pyptx.graph() "
+            what = "a numpy array" if isinstance(a, np.ndarray) else (
+                "a DLPack-only object" if hasattr(a, "__dlpack__") and not isinstance(
+                    a, DeviceArray) and not hasattr(a, "__cuda_array_interface__") else None)
+            if what:
+                raise LaunchError(f"argument '{name}': {what} inside a pyptx.graph() "
                                   f"capture (launching {plan.ck.name}); a graph replays "
                                   f"launches without copies: pass pyptx.to_device(...) arrays")
         if stream is not None:
