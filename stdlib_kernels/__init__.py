@@ -10,6 +10,7 @@ from __future__ import annotations
 from .activations import gate_up_swiglu, gate_up_swiglu_kernel, swiglu, swiglu_kernel
 from .attention import (decode_attention, decode_attention_kernel, decode_merge_kernel,
                         kv_scatter, kv_scatter_kernel)
+from .elementwise import add, add_kernel
 from .gemm import gemm, gemm_naive_kernel, gemm_tiled_kernel
 from .gemm_tc import gemm_tc_kernel
 from ._later import NotYetImplementedError  # noqa: F401
@@ -39,5 +40,5 @@ __all__ = [
     "q4k_gate_up_kernel", "q6k_gemv_kernel", "q6k_dp4a_kernel", "q8_0_gemv_kernel",
     "q8_0_dp4a_kernel", "qmatmul_tiled_kernel",
     "paged_attention", "paged_kv_scatter", "paged_attention_kernel", "paged_kv_scatter_kernel",
-    "paged_merge_kernel",
+    "paged_merge_kernel", "add", "add_kernel",
 ]

@@ -20,6 +20,8 @@ def float32_array(fn: str, name: str, value, ndims: tuple[int, ...]) -> np.ndarr
     No silent dtype conversion: a float64 array is a TypeError (the kernels compute in float32 and
     a user should choose that precision explicitly with `.astype(np.float32)`).
     """
+    if is_device(value):
+        return _device_array(fn, name, value, np.float32, ndims)
     if not isinstance(value, np.ndarray):
         raise TypeError(f"{fn}: {name} must be a numpy float32 array, got {type(value).__name__}")
     if value.dtype != np.float32:
@@ -34,7 +36,10 @@ def float32_array(fn: str, name: str, value, ndims: tuple[int, ...]) -> np.ndarr
 
 
 def int_array(fn: str, name: str, value, ndim: int) -> np.ndarray:
-    """`value` as a C-contiguous int32 array (any integer dtype accepted if it fits in int32)."""
+    """`value` as a C-contiguous int32 array (any integer dtype accepted if it fits in int32).
+    A DeviceArray must be int32 already; its values are not checked (they stay on the device)."""
+    if is_device(value):
+        return _device_array(fn, name, value, np.int32, (ndim,))
     if not isinstance(value, np.ndarray):
         raise TypeError(f"{fn}: {name} must be a numpy integer array, got {type(value).__name__}")
     if not np.issubdtype(value.dtype, np.integer):
@@ -100,3 +105,41 @@ def row_block(n: int) -> int:
     if n <= 8192:
         return 256
     return 1024
+
+
+# ---- device-resident arguments -----------------------------------------------------------------
+# Public functions also take `pyptx.DeviceArray`s (so a decode step can stay on the device and be
+# captured in a launch graph): same dtype/ndim checks, results allocated on the device too.
+
+def is_device(value) -> bool:
+    """True for a `pyptx.DeviceArray` (imported only when pyptx's runtime is already loaded)."""
+    import sys
+    mod = sys.modules.get("pyptx.runtime.device_array")
+    return mod is not None and isinstance(value, mod.DeviceArray)
+
+
+def _device_array(fn: str, name: str, value, dtype, ndims: tuple[int, ...]):
+    if value.dtype != dtype:
+        raise TypeError(f"{fn}: {name} must be {np.dtype(dtype).name}, got {value.dtype}")
+    if value.ndim not in ndims:
+        want = " or ".join(f"{d}-d" for d in ndims)
+        raise ValueError(f"{fn}: {name} must be {want}, got shape {value.shape}")
+    if any(d > _I32_MAX for d in value.shape):
+        raise ValueError(f"{fn}: {name} has a dimension over 2**31-1 ({value.shape})")
+    return value
+
+
+def empty(shape, dtype, like):
+    """An uninitialised result: a DeviceArray when `like` is one, else a numpy array."""
+    if is_device(like):
+        from pyptx.runtime.device_array import device_empty
+        return device_empty(tuple(shape), dtype)
+    return np.empty(shape, dtype)
+
+
+def on_device_like(array: np.ndarray, like):
+    """`array` (a host constant such as a table) where `like` lives."""
+    if is_device(like):
+        import pyptx
+        return pyptx.to_device(array)
+    return array

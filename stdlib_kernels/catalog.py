@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from .activations import gate_up_swiglu_kernel, swiglu_kernel
 from .attention import decode_attention_kernel, decode_merge_kernel, kv_scatter_kernel
+from .elementwise import add_kernel
 from .gemm import TILED_THREADS, gemm_naive_kernel, gemm_tiled_kernel
 from .gemm_tc import gemm_tc_kernel
 from .flash_attention import flash_attention_f32_kernel, flash_attention_tc_kernel
@@ -100,4 +101,5 @@ SPECIALISATIONS: tuple[Specialisation, ...] = (
       for d in (2, 4) for s in (False, True)),
     Specialisation("paged_merge", paged_merge_kernel),
     Specialisation("paged_kv_scatter", paged_kv_scatter_kernel),
+    *(Specialisation(f"add[VEC={v}]", add_kernel, {"VEC": v}) for v in (False, True)),
 )

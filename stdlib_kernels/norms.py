@@ -133,7 +133,7 @@ def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     weight = V.float32_array("rmsnorm", "weight", weight, (1,))
     V.same_shape("rmsnorm", "weight", weight, x.shape[-1:], "x's last axis")
     eps = V.float_scalar("rmsnorm", "eps", eps)
-    out = np.empty_like(rows)
+    out = V.empty(rows.shape, np.float32, rows)
     if rows.shape[0]:
         cfg = row_config(rows.shape[1])
         rmsnorm_kernel[rows.shape[0], cfg.block](out, rows, weight, eps, *cfg)

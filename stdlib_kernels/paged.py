@@ -177,8 +177,8 @@ def _pages(fn: str, name: str, pages, *, in_place: bool = False):
 
 def paged_kv_scatter(k: np.ndarray, v: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarray,
                      slots: np.ndarray) -> None:
-    """Write token t's `k[t]`, `v[t]` (`[tokens, n_kv_heads, head_dim]` float32) to slot
-    `slots[t]` of the page pools (`[num_pages, n_kv_heads, page_size, head_dim]`, updated in
+    """k_pages[s // page_size, :, s % page_size] = k[t] (and v) for s = slots[t]: token t's
+    `k[t]`, `v[t]` (`[tokens, n_kv_heads, head_dim]` float32) go to slot `slots[t]` of the pools (`[num_pages, n_kv_heads, page_size, head_dim]`, updated in
     place): page `s // page_size`, row `s % page_size`.  A slot outside the pools (or a
     repeated one) is a ValueError."""
     fn = "paged_kv_scatter"
@@ -197,11 +197,13 @@ def paged_kv_scatter(k: np.ndarray, v: np.ndarray, k_pages: np.ndarray, v_pages:
         raise ValueError(f"{fn}: slots must have one entry per token ({k.shape[0]}, from k), "
                          f"got {slots.shape[0]}")
     cap = num_pages * ps
-    if slots.size and (slots.min() < 0 or slots.max() >= cap):
+    if V.is_device(slots):
+        pass                                  # device-resident slots: the caller's contract
+    elif slots.size and (slots.min() < 0 or slots.max() >= cap):
         bad = slots[(slots < 0) | (slots >= cap)][0]
         raise ValueError(f"{fn}: slot {bad} is outside the pages (slots must be in "
                          f"[0, {cap}) = num_pages x page_size)")
-    if np.unique(slots).size != slots.size:
+    if not V.is_device(slots) and np.unique(slots).size != slots.size:
         raise ValueError(f"{fn}: slots must be distinct (two tokens written to one slot)")
     n = k.size // 4 if hd % 4 == 0 else k.size
     if n:
@@ -242,17 +244,11 @@ def paged_attention(q: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarray,
     seq_lens = V.int_array(fn, "seq_lens", seq_lens, 1)
     V.same_shape(fn, "seq_lens", seq_lens, (batch,), "q")
     max_pages = block_table.shape[1]
-    if seq_lens.size and (seq_lens.min() < 0 or seq_lens.max() > max_pages * ps):
-        raise ValueError(f"{fn}: seq_lens must be in [0, {max_pages * ps}] (max_pages x "
-                         f"page_size), got {seq_lens.min()}..{seq_lens.max()}")
-    for b in range(batch):
-        used = block_table[b, :V.ceil_div(int(seq_lens[b]), ps)]
-        if used.size and (used.min() < 0 or used.max() >= num_pages):
-            raise ValueError(f"{fn}: block_table[{b}] names a page outside [0, {num_pages}) "
-                             f"among the {used.size} pages its {seq_lens[b]} tokens use")
+    if not (V.is_device(seq_lens) or V.is_device(block_table)):
+        _check_table(fn, block_table, seq_lens, num_pages, ps)
     scale = 1.0 / math.sqrt(hd) if scale is None else V.float_scalar(fn, "scale", scale)
-    out = np.empty((batch, n_heads, hd), np.float32)
-    if out.size == 0:
+    out = V.empty((batch, n_heads, hd), np.float32, q)
+    if batch * n_heads * hd == 0:
         return out
     group = n_heads // n_kv
     dpl = V.ceil_div(hd, 32)
@@ -261,15 +257,29 @@ def paged_attention(q: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarray,
         raise ValueError(f"{fn}: {group} query heads per KV head with head_dim {hd} do not fit "
                          f"the kernel's shared memory (at most 32 heads per group)")
     splits, chunk = _split_plan(max_pages * ps, batch * n_kv, max(tile, ps))
-    part_ml = np.empty((batch * n_heads, splits, 2) if splits > 1 else (1, 1, 2), np.float32)
-    part_acc = np.empty((batch * n_heads, splits, hd) if splits > 1 else (1, 1, 1), np.float32)
+    part_ml = V.empty((batch * n_heads, splits, 2) if splits > 1 else (1, 1, 2), np.float32, q)
+    part_acc = V.empty((batch * n_heads, splits, hd) if splits > 1 else (1, 1, 1), np.float32,
+                       q)
     paged_attention_kernel[(n_kv, splits, batch), 32 * group](
         out, part_ml, part_acc, q, _rows(k_pages), _rows(v_pages), block_table, seq_lens, chunk,
         ps.bit_length() - 1, np.float32(scale * LOG2E), dpl, tile, group, hd % 4 == 0,
         splits > 1)
     if splits > 1:
-        paged_merge_kernel[V.ceil_div(out.size, 128), 128](out, part_ml, part_acc)
+        paged_merge_kernel[V.ceil_div(batch * n_heads * hd, 128), 128](out, part_ml, part_acc)
     return out
+
+
+def _check_table(fn, block_table, seq_lens, num_pages, ps):
+    """Host-side checks of the lengths and of the pages they use (numpy arguments only)."""
+    max_pages = block_table.shape[1]
+    if seq_lens.size and (seq_lens.min() < 0 or seq_lens.max() > max_pages * ps):
+        raise ValueError(f"{fn}: seq_lens must be in [0, {max_pages * ps}] (max_pages x "
+                         f"page_size), got {seq_lens.min()}..{seq_lens.max()}")
+    for b in range(block_table.shape[0]):
+        used = block_table[b, :V.ceil_div(int(seq_lens[b]), ps)]
+        if used.size and (used.min() < 0 or used.max() >= num_pages):
+            raise ValueError(f"{fn}: block_table[{b}] names a page outside [0, {num_pages}) "
+                             f"among the {used.size} pages its {seq_lens[b]} tokens use")
 
 
 def _split_plan(capacity: int, blocks: int, unit: int) -> tuple[int, int]:

@@ -116,9 +116,10 @@ def rope(x: np.ndarray, positions: np.ndarray, theta: float = 10000.0,
     pairs = seq * n_heads * (hd // 2)
     if pairs >= 2**31:
         raise ValueError(f"{fn}: x is too large ({pairs} pairs; at most 2**31-1)")
-    out = np.empty_like(x3)
+    out = V.empty(x3.shape, np.float32, x3)
     if pairs:
         neox = layout == "neox"
-        rope_kernel[seq, ROPE_THREADS](out, x3, positions, inv_frequencies(hd, theta), neox,
-                                       rope_vec(hd, neox), shared_mem=4 * hd)
+        inv = V.on_device_like(inv_frequencies(hd, theta), x3)
+        rope_kernel[seq, ROPE_THREADS](out, x3, positions, inv, neox, rope_vec(hd, neox),
+                                       shared_mem=4 * hd)
     return out.reshape(x_in.shape)

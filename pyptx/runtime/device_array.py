@@ -110,6 +110,16 @@ class DeviceArray:
         self._ptr = 0
         self._freed = True
 
+    def reshape(self, *shape) -> "DeviceArray":
+        """A view of the same memory with another shape (no copy; one dimension may be -1),
+        like numpy's `reshape` of a C-contiguous array.  The view keeps this array alive."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        new = _reshaped(self.shape, tuple(int(s) for s in shape))
+        if self._host is not None:
+            return _View(new, self.dtype, self, host=self._host.reshape(new))
+        return _View(new, self.dtype, self)
+
     # -- interop ---------------------------------------------------------------------------------
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -163,6 +173,40 @@ class DeviceArray:
             data = owner._ptr
         return dlpack.export(owner, data, self.shape, self.dtype, here, versioned=versioned,
                              copied=bool(copy))
+
+
+class _View(DeviceArray):
+    """A DeviceArray sharing another one's memory (`reshape`); it frees nothing itself."""
+
+    def __init__(self, shape, dtype, base: DeviceArray, *, host=None):
+        super().__init__(shape, dtype, host=host)
+        self._ptr = base._ptr
+        self._base = base            # keeps the owner (and its device memory) alive
+
+    def free(self) -> None:
+        self._base.free()
+        self._ptr = 0
+
+
+def _reshaped(shape: tuple, new: tuple) -> tuple:
+    size = 1
+    for s in shape:
+        size *= s
+    known = 1
+    for s in new:
+        if s != -1:
+            if s < 0:
+                raise ValueError(f"reshape: negative dimension in {new}")
+            known *= s
+    if new.count(-1) > 1:
+        raise ValueError(f"reshape: at most one dimension may be -1, got {new}")
+    if -1 in new:
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape a DeviceArray of shape {shape} into {new}")
+        new = tuple(size // known if s == -1 else s for s in new)
+    elif known != size:
+        raise ValueError(f"cannot reshape a DeviceArray of shape {shape} into {new}")
+    return new
 
 
 def _ordinal() -> int:
