@@ -133,7 +133,7 @@ def empty(shape, dtype, like):
     """An uninitialised result: a DeviceArray when `like` is one, else a numpy array."""
     if is_device(like):
         from pyptx.runtime.device_array import device_empty
-        return device_empty(tuple(shape), dtype)
+        return device_empty((shape,) if isinstance(shape, int) else tuple(shape), dtype)
     return np.empty(shape, dtype)
 
 

@@ -134,13 +134,27 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """
     x = V.float32_array("softmax", "x", x, (1, 2, 3, 4, 5, 6))
     axis = V.int_scalar("softmax", "axis", axis, -x.ndim, x.ndim - 1)
+    if V.is_device(x):                  # device-resident: rows along the last axis only
+        if axis % x.ndim != x.ndim - 1:
+            raise ValueError("softmax: a DeviceArray x takes axis=-1 only (no transposes on "
+                             "the device)")
+        out = V.empty(x.shape, np.float32, x)
+        if x.size:
+            _rows(out.reshape(-1, x.shape[-1]), x.reshape(-1, x.shape[-1]))
+        return out
     moved = np.moveaxis(x, axis, -1)
     n = moved.shape[-1]
     if moved.size == 0:
         return np.empty_like(x)
     rows = np.ascontiguousarray(moved.reshape(-1, n))
     out = np.empty_like(rows)
-    n_rows = rows.shape[0]
+    _rows(out, rows)
+    return np.ascontiguousarray(np.moveaxis(out.reshape(moved.shape), -1, axis))
+
+
+def _rows(out, rows) -> None:
+    """softmax of each row of the 2-d `rows` into `out` (warp or block kernel by length)."""
+    n_rows, n = rows.shape
     kind, cfg = plan(n)
     if kind == "warp":
         per_block = min(WARP_KERNEL_BLOCK // 32, n_rows)
@@ -148,4 +162,3 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
                                                                            cfg.chunks)
     else:
         softmax_block_kernel[n_rows, cfg.block](out, rows, cfg.block, cfg.vec, cfg.chunks)
-    return np.ascontiguousarray(np.moveaxis(out.reshape(moved.shape), -1, axis))

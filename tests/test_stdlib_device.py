@@ -105,3 +105,26 @@ def test_rmsnorm_matches_reference_on_device():
     x, w = randn(r, 2, 300), randn(r, 300)
     np.testing.assert_allclose(sk.rmsnorm(dev(x), dev(w)).copy_to_host(), rmsnorm_ref(x, w, 1e-6),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_on_device_and_row_slices():
+    from test_stdlib_refs import softmax_ref
+    r = rng(14)
+    x = randn(r, 5, 300, scale=3.0)
+    got = sk.softmax(dev(x))
+    assert isinstance(got, pyptx.DeviceArray)
+    np.testing.assert_array_equal(got.copy_to_host(), sk.softmax(x))
+    np.testing.assert_allclose(got.copy_to_host(), softmax_ref(x), rtol=1e-5, atol=1e-8)
+    with pytest.raises(ValueError, match="axis=-1"):
+        sk.softmax(dev(x), axis=0)
+    rows = dev(x)[1:3]                                   # a view of rows 1..2
+    assert rows.shape == (2, 300)
+    np.testing.assert_array_equal(sk.softmax(rows).copy_to_host(), sk.softmax(x[1:3]))
+    rows.copy_from_host(np.zeros((2, 300), np.float32))
+    d = dev(x)
+    d[4:].copy_from_host(np.ones((1, 300), np.float32))
+    np.testing.assert_array_equal(d.copy_to_host()[4], np.ones(300, np.float32))
+    np.testing.assert_array_equal(d.copy_to_host()[:4], x[:4])
+    for bad in (1, slice(0, 4, 2), (slice(0, 1), 0)):
+        with pytest.raises(TypeError, match="DeviceArray"):
+            d[bad]

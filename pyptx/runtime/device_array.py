@@ -110,6 +110,22 @@ class DeviceArray:
         self._ptr = 0
         self._freed = True
 
+    def __getitem__(self, key) -> "DeviceArray":
+        """`a[i:j]`: a view of consecutive rows (a slice of the first axis with step 1; the
+        only indexing a C-contiguous view can express without copies)."""
+        if not isinstance(key, slice) or not self.shape:
+            raise TypeError("a DeviceArray supports only a[i:j] (rows, step 1); copy_to_host() "
+                            "for other indexing")
+        start, stop, step = key.indices(self.shape[0])
+        if step != 1:
+            raise TypeError("a DeviceArray slice must have step 1")
+        stop = max(start, stop)
+        shape = (stop - start,) + self.shape[1:]
+        row = self._nbytes // self.shape[0] if self.shape[0] else 0
+        if self._host is not None:
+            return _View(shape, self.dtype, self, host=self._host[start:stop])
+        return _View(shape, self.dtype, self, offset=start * row)
+
     def reshape(self, *shape) -> "DeviceArray":
         """A view of the same memory with another shape (no copy; one dimension may be -1),
         like numpy's `reshape` of a C-contiguous array.  The view keeps this array alive."""
@@ -176,11 +192,11 @@ class DeviceArray:
 
 
 class _View(DeviceArray):
-    """A DeviceArray sharing another one's memory (`reshape`); it frees nothing itself."""
+    """A DeviceArray sharing another one's memory (`reshape`, `a[i:j]`); frees nothing itself."""
 
-    def __init__(self, shape, dtype, base: DeviceArray, *, host=None):
+    def __init__(self, shape, dtype, base: DeviceArray, *, host=None, offset: int = 0):
         super().__init__(shape, dtype, host=host)
-        self._ptr = base._ptr
+        self._ptr = base._ptr + offset if base._ptr else 0
         self._base = base            # keeps the owner (and its device memory) alive
 
     def free(self) -> None:
