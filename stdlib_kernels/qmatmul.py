@@ -38,9 +38,21 @@ def _alloc(shape, dtype=np.float32) -> np.ndarray:
     return np.empty(shape, dtype)
 
 
+def _alloc_like(shape, dtype, like):
+    """A result or scratch array where `like` lives: `_alloc` for numpy, else the device."""
+    return V.empty(shape, dtype, like) if V.is_device(like) else _alloc(shape, dtype)
+
+
 def check_weight(fn: str, name: str, w, n: int, k: int, fmt: str) -> np.ndarray:
     """`w` as flat C-contiguous uint8 bytes of an [n, k] `fmt` weight."""
     per, nbytes = SIZES[fmt]
+    if V.is_device(w) and w.dtype == np.uint8:          # device-resident bytes: as numpy's
+        row = k // per * nbytes
+        if w.ndim == 2 and w.shape != (n, row) or w.ndim == 1 and w.size != n * row \
+                or w.ndim not in (1, 2):
+            raise ValueError(f"{fn}: {name} must be [{n}, {row}] or flat [{n * row}] bytes, "
+                             f"got shape {w.shape}")
+        return w.reshape(-1)
     if not isinstance(w, np.ndarray):
         raise TypeError(f"{fn}: {name} must be a numpy uint8 array (raw GGUF {fmt.upper()} "
                         f"bytes), got {type(w).__name__}")
@@ -82,7 +94,7 @@ def check_n(fn: str, n, x2: np.ndarray) -> int:
 
 def prepare_sums(x2: np.ndarray) -> np.ndarray:
     """Σx per 16 activations (the f32 GEMV's offsets and Q4_K minimums)."""
-    xs = _alloc(x2.size // 16)
+    xs = _alloc_like(x2.size // 16, np.float32, x2)
     G.act_sums_kernel[V.ceil_div(xs.size, 256), 256](xs, x2.reshape(-1))
     return xs
 
@@ -90,10 +102,10 @@ def prepare_sums(x2: np.ndarray) -> np.ndarray:
 def prepare_q8(x2: np.ndarray):
     """(hi int8, residual int8, scale per 32, Σ per 16) of the activations for dp4a."""
     flat = x2.reshape(-1)
-    xh = _alloc(flat.size, np.int8)
-    xl = _alloc(flat.size, np.int8)
-    xd = _alloc(flat.size // 32)
-    xs = _alloc(flat.size // 16)
+    xh = _alloc_like(flat.size, np.int8, flat)
+    xl = _alloc_like(flat.size, np.int8, flat)
+    xd = _alloc_like(flat.size // 32, np.float32, flat)
+    xs = _alloc_like(flat.size // 16, np.float32, flat)
     G.act_q8_kernel[V.ceil_div(xd.size, 128), 128](xh, xl, xd, xs, flat)
     return xh, xl, xd, xs
 
@@ -106,7 +118,7 @@ def _gemv_rows(m: int):
 def run(fmt: str, x2: np.ndarray, w: np.ndarray, n: int, path: str) -> np.ndarray:
     """out [m, n] = x2 @ dequant(w).T on the chosen path (arguments already checked)."""
     m, k = x2.shape
-    out = _alloc((m, n))
+    out = _alloc_like((m, n), np.float32, x2)
     if m == 0:
         return out
     if path == "auto":
@@ -178,7 +190,7 @@ def q4k_gate_up_swiglu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray,
     wg = check_weight(fn, "w_gate", w_gate, n, k, "q4_k")
     wu = check_weight(fn, "w_up", w_up, n, k, "q4_k")
     m = x2.shape[0]
-    out = _alloc((m, n))
+    out = _alloc_like((m, n), np.float32, x2)
     if m:
         xs = prepare_sums(x2)
         for r, rows in _gemv_rows(m):
