@@ -240,6 +240,7 @@ def main(argv=None) -> int:
         token = PROMPT[t + 1] if t + 1 < len(PROMPT) else nxt
         if t + 1 >= len(PROMPT):
             out.append(nxt)
+    ok &= len(out) == args.tokens and graph.launches > 0
     print(f"prompt {PROMPT} -> generated {out}")
     print(f"{graph.launches} launches per step in one graph; worst logit error "
           f"{worst:.2e} (max |err| / max |logit|, bound {TOL:g})")

@@ -101,6 +101,24 @@ def _quant(fmt, path, m):
     return run
 
 
+def _paged(page_size, max_pages, lens):
+    def run(r):
+        from test_stdlib_paged import make, paged_ref
+        q, kp, vp, bt, sl = make(r, len(lens), 4, 2, 32, page_size, max_pages, lens)
+        return S.paged_attention(q, kp, vp, bt, sl), paged_ref(q, kp, vp, bt, sl), 1e-4, 1e-5
+    return run
+
+
+def _paged_scatter(r):
+    kp, vp, k, v = randn(r, 5, 2, 8, 16), randn(r, 5, 2, 8, 16), randn(r, 3, 2, 16), \
+        randn(r, 3, 2, 16)
+    slots = np.array([39, 0, 9], np.int32)
+    want = kp.copy()
+    want[slots // 8, :, slots % 8] = k
+    S.paged_kv_scatter(k, v, kp, vp, slots)
+    return kp, want, 0, 0
+
+
 def _q4k_gate_up(r):
     from stdlib_kernels import quant as Q
     n, k = 6, 256
@@ -138,6 +156,11 @@ CASES = [
       for name, fmt in (("q4k_matmul", "q4_k"), ("q6k_matmul", "q6_k"), ("q8_0_matmul", "q8_0"))
       for path, m in (("f32", 1), ("dp4a", 3), ("tiled", 9))],
     Case("q4k_gate_up_swiglu", _q4k_gate_up),
+    Case("paged_attention", _paged(16, 5, [0, 1, 37])),
+    Case("paged_attention split-K", _paged(8, 40, [300, 5, 2])),
+    Case("paged_kv_scatter", _paged_scatter),
+    Case("add", lambda r: (lambda a, b: (S.add(a, b), a + b, 0, 0))(
+        randn(r, 4, 300), randn(r, 4, 300))),
 ]
 
 
