@@ -1,16 +1,13 @@
 """Stream capture and CUDA graphs for the fake driver (a mixin over `fake_driver.FakeDriver`).
 
-Like the real driver: a launch on a capturing stream is recorded, not run, with its parameter
-bytes copied at the call (the caller may reuse its `kernelParams` buffer at once);
-`cuStreamEndCapture` returns the graph, `cuGraphInstantiate` an executable graph, and
-`cuGraphLaunch` re-issues each recorded launch, in order, through `cuLaunchKernel` on the
-launch's stream (so they appear in `calls` / `launches` and run their kernel bodies).
+Like the real driver: a launch on a capturing stream is recorded, not run (its parameter bytes
+are copied at the call, as `FakeDriver.cuLaunchKernel` always does); `cuStreamEndCapture`
+returns the graph, `cuGraphInstantiate` an executable graph, and `cuGraphLaunch` queues the
+recorded work, in order, on the launch's stream (kernel bodies run when the stream is drained).
 """
 from __future__ import annotations
 
-import ctypes
-
-from fake_driver import _PARAM_SIZE, R, FakeDriver, _real
+from fake_driver import R, FakeDriver, _real
 
 
 class GraphCapture:
@@ -56,11 +53,8 @@ class GraphCapture:
         e = self._call("cuGraphLaunch", exec_, stream)
         if e is not None:
             return (e,)
-        for f, geometry, shared, params, extra, _keep in self.execs[exec_]:
-            r = FakeDriver.cuLaunchKernel(self, f, *geometry, shared, stream,
-                                          ctypes.addressof(params), extra)
-            if r[0] != R.CUDA_SUCCESS:
-                return r
+        for thunk in self.execs[exec_]:
+            self._enqueue(stream, thunk)
         return (R.CUDA_SUCCESS,)
 
     def cuGraphExecDestroy(self, exec_):
@@ -77,25 +71,13 @@ class GraphCapture:
             return (R.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,)
         return super().cuStreamSynchronize(stream)
 
-    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, kernel_params, extra):
-        if not stream or int(stream) not in self.capturing:
-            return super().cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, stream,
-                                          kernel_params, extra)
-        e = self._call("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, shared, stream,
-                       kernel_params, extra)
-        if e is not None:
-            return (e,)
-        _entry, params = self.functions[f]
-        keep = []                                     # the driver copies the values now
-        array = (ctypes.c_void_p * max(1, len(params)))()
-        for i, (ptype, _name) in enumerate(params):
-            p = ctypes.c_void_p.from_address(kernel_params + 8 * i).value
-            buf = ctypes.create_string_buffer(ctypes.string_at(p, _PARAM_SIZE[ptype]))
-            keep.append(buf)
-            array[i] = ctypes.addressof(buf)
-        self.capturing[int(stream)][1].append(
-            (f, (gx, gy, gz, bx, by, bz), shared, array, extra, keep))
-        return (R.CUDA_SUCCESS,)
+    def _enqueue(self, stream, thunk, tag=None):
+        """Work issued to a capturing stream (a launch, its parameters already copied) goes
+        into the capture instead of the queue."""
+        if stream and int(stream) in self.capturing:
+            self.capturing[int(stream)][1].append(thunk)
+            return
+        super()._enqueue(stream, thunk, tag)
 
 
 class GraphFakeDriver(GraphCapture, FakeDriver):

@@ -47,7 +47,7 @@ def test_capture_instantiate_replay(fake, monkeypatch):
     stream, mode = begin[1]
     assert mode == fake.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED and stream
     launches = [c for c in fake.calls[mark:] if c[0] == "cuLaunchKernel"]
-    assert len(launches) == 2 and all(c[1][8] == stream for c in launches)
+    assert len(launches) == 2 and all(int(c[1][8]) == int(stream) for c in launches)
     assert _names(fake, mark) == ["cuStreamCreate", "cuStreamBeginCapture", "cuLaunchKernel",
                                   "cuLaunchKernel", "cuStreamEndCapture", "cuGraphInstantiate",
                                   "cuMemcpyDtoH"]
@@ -59,7 +59,7 @@ def test_capture_instantiate_replay(fake, monkeypatch):
         np.testing.assert_array_equal(y.copy_to_host(), x1 * np.float32(2.0))
         np.testing.assert_array_equal(z.copy_to_host(), x1 * np.float32(2.0) * np.float32(-3))
     glaunch = [c for c in fake.calls if c[0] == "cuGraphLaunch"]
-    assert len(glaunch) == 2 and glaunch[0][1][1] == user.handle
+    assert len(glaunch) == 2 and int(glaunch[0][1][1]) == int(user.handle)
     g.close()
     assert fake.count("cuGraphExecDestroy") == 1 and fake.count("cuGraphDestroy") == 1
     assert fake.count("cuStreamDestroy") == 1
