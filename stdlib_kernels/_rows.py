@@ -1,11 +1,19 @@
 """Shared pieces of the row kernels (softmax, RMSNorm, LayerNorm): launch configuration and
-register-resident rows read with 128-bit loads.
+rows read with 128-bit loads whatever their length.
 
-A row of n float32 is read in *chunks* of VEC elements: VEC = 4 (one 128-bit `vload`) when n is a
-multiple of 4, so that every row starts 16-byte aligned, else VEC = 1.  Thread t of a block of
-BLOCK threads owns chunks t, t + BLOCK, t + 2·BLOCK, ...; when the row fits in CHUNKS ≤ 8 chunks
-per thread (4 with 1024-thread blocks, whose threads have at most 64 registers), the kernel keeps
-its chunks in registers (`pyptx.local.array` indexed only with
+A row is read in *chunks* of 4 floats, each one 128-bit `vload`.  Chunk j of row r covers
+columns 4j − h .. 4j − h + 3, where h = r·n mod 4 is how far the row's start lies past a 16-byte
+boundary, so every chunk that lies inside the row is aligned (chunk 0 holds the row's head: its
+first 4 − h columns).  VEC (a constexpr)
+says which case a launch is in: VEC = 4 when n is a multiple of 4 (h = 0 for every row, every
+chunk below n is whole: the code has no per-element checks), VEC = 1 otherwise (the first and
+last chunk of a row may be partial: those are read and written one element at a time, masked;
+every other chunk is one 128-bit access).  Per-column vectors (norm weights) are aligned
+differently from the row, so with VEC = 1 they are read one element at a time.
+
+Thread t of a block of BLOCK threads owns chunks t, t + BLOCK, t + 2·BLOCK, ...; when the row
+fits in CHUNKS ≤ 8 chunks per thread (4 with 1024-thread blocks, whose threads have at most 64
+registers), the kernel keeps its chunks in registers (`pyptx.local.array` indexed only with
 `static_range`) and reads x exactly once; otherwise (CHUNKS = 0) it streams the row.
 """
 from __future__ import annotations
@@ -17,59 +25,132 @@ from pyptx import f32
 
 from ._validate import ceil_div, row_block
 
-#: the most chunks a thread keeps in registers (32 floats with 128-bit chunks) ...
+#: the most chunks a thread keeps in registers (32 floats) ...
 MAX_CHUNKS = 8
 #: ... and with 1024 threads, where a thread may use at most 64 registers (65536 per block)
 MAX_CHUNKS_1024 = 4
 
 
 class RowConfig(NamedTuple):
-    """Launch plan of a one-block-per-row kernel: threads, chunk width, chunks per thread
-    (0 = the row does not fit in registers: stream it)."""
+    """Launch plan of a one-block-per-row kernel: threads, VEC (4: rows 16-byte aligned, 1: rows
+    with a head and tail), chunks per thread (0 = the row does not fit in registers: stream it)."""
     block: int
     vec: int
     chunks: int
+
+
+def row_chunks(n: int) -> int:
+    """The most 4-float chunks a row of n elements spans (a misaligned row spans up to 3 more
+    columns: its head)."""
+    return ceil_div(n if n % 4 == 0 else n + 3, 4)
 
 
 def row_config(n: int, block: int | None = None) -> RowConfig:
     """The plan for rows of n elements (block: threads per row, default `row_block(n)`)."""
     block = block or row_block(n)
     vec = 4 if n % 4 == 0 else 1
-    chunks = ceil_div(n, block * vec)
+    chunks = ceil_div(row_chunks(n), block)
     if chunks > (MAX_CHUNKS_1024 if block >= 1024 else MAX_CHUNKS):
         return RowConfig(block, vec, 0)
     return RowConfig(block, vec, 1 << (chunks - 1).bit_length())     # 1, 2, 4 or 8
 
 
 @pyptx.func
-def load_chunks(vals, x, row, t, n, fill: f32, STRIDE, VEC, CHUNKS):
-    """vals[k·VEC + e] = x[row, (t + k·STRIDE)·VEC + e] for k < CHUNKS, `fill` past the row end."""
-    for k in pyptx.static_range(CHUNKS):
-        c = (t + k * STRIDE) * VEC
-        if c < n:
-            v = pyptx.vload(x, (row, c), VEC)
-            for e in pyptx.static_range(VEC):
-                vals[k * VEC + e] = v[e]
-        else:
-            for e in pyptx.static_range(VEC):
-                vals[k * VEC + e] = fill
+def row_head(row, n, VEC):
+    """How many floats row `row` (of n) starts past a 16-byte boundary: 0 .. 3 (0 with VEC = 4)."""
+    if VEC == 4:
+        return 0
+    return (row * n) % 4
 
 
 @pyptx.func
-def store4(out, row, c, v0: f32, v1: f32, v2: f32, v3: f32, VEC):
-    """out[row, c .. c+VEC) = (v0, v1, v2, v3)[:VEC] as one access."""
+def in_row(col, n):
+    return col >= 0 and col < n
+
+
+@pyptx.func
+def load_row4(x, row, col, n, fill: f32, VEC):
+    """x[row, col .. col+4), `fill` for columns outside [0, n): one 128-bit load when all four
+    are inside the row (with VEC = 4, whenever col < n)."""
+    v0 = fill
+    v1 = fill
+    v2 = fill
+    v3 = fill
     if VEC == 4:
-        pyptx.vstore(out, (row, c), (v0, v1, v2, v3))
+        if col < n:
+            v0, v1, v2, v3 = pyptx.vload(x, (row, col), 4)
     else:
-        out[row, c] = v0
+        if col >= 0 and col + 4 <= n:
+            v0, v1, v2, v3 = pyptx.vload(x, (row, col), 4)
+        else:
+            if in_row(col, n):
+                v0 = x[row, col]
+            if in_row(col + 1, n):
+                v1 = x[row, col + 1]
+            if in_row(col + 2, n):
+                v2 = x[row, col + 2]
+            if in_row(col + 3, n):
+                v3 = x[row, col + 3]
+    return v0, v1, v2, v3
 
 
 @pyptx.func
-def load4(a, index, VEC):
-    """(a[index], ... 3 more along the last axis) as one 128-bit load when VEC == 4;
-    (a[index], 0, 0, 0) when VEC == 1, so callers are written once for both widths.  `index` is
-    `c` for a 1-d array, `(row, c)` for a 2-d one."""
+def load_col4(w, col, n, VEC):
+    """w[col .. col+4) of a per-column vector (0 outside [0, n)); the caller checked col < n.
+    One 128-bit load with VEC = 4; one element at a time with VEC = 1 (w is aligned
+    differently from a misaligned row)."""
     if VEC == 4:
-        v0, v1, v2, v3 = pyptx.vload(a, index, 4)
+        v0, v1, v2, v3 = pyptx.vload(w, col, 4)
         return v0, v1, v2, v3
-    return a[index], f32(0.0), f32(0.0), f32(0.0)
+    v0 = f32(0.0)
+    v1 = f32(0.0)
+    v2 = f32(0.0)
+    v3 = f32(0.0)
+    if col >= 0:
+        v0 = w[col]
+    if col + 1 >= 0 and col + 1 < n:
+        v1 = w[col + 1]
+    if col + 2 >= 0 and col + 2 < n:
+        v2 = w[col + 2]
+    if col + 3 < n:
+        v3 = w[col + 3]
+    return v0, v1, v2, v3
+
+
+@pyptx.func
+def store_row4(out, row, col, n, v0: f32, v1: f32, v2: f32, v3: f32, VEC):
+    """out[row, col .. col+4) = (v0, v1, v2, v3) for the columns inside [0, n); the caller
+    checked col < n.  One 128-bit store when all four are inside the row."""
+    if VEC == 4:
+        pyptx.vstore(out, (row, col), (v0, v1, v2, v3))
+    else:
+        if col >= 0 and col + 4 <= n:
+            pyptx.vstore(out, (row, col), (v0, v1, v2, v3))
+        else:
+            if col >= 0:
+                out[row, col] = v0
+            if in_row(col + 1, n):
+                out[row, col + 1] = v1
+            if in_row(col + 2, n):
+                out[row, col + 2] = v2
+            if col + 3 < n:
+                out[row, col + 3] = v3
+
+
+@pyptx.func
+def load_chunks(vals, x, row, t, n, h, fill: f32, STRIDE, VEC, CHUNKS):
+    """vals[4k .. 4k+4) = chunk t + k·STRIDE of the row for k < CHUNKS, `fill` outside it."""
+    for k in pyptx.static_range(CHUNKS):
+        v0, v1, v2, v3 = load_row4(x, row, (t + k * STRIDE) * 4 - h, n, fill, VEC)
+        vals[4 * k] = v0
+        vals[4 * k + 1] = v1
+        vals[4 * k + 2] = v2
+        vals[4 * k + 3] = v3
+
+
+@pyptx.func
+def chunk_in_row(vals, i, col, n, VEC):
+    """vals[i], or 0 when its column col is outside the row (only possible with VEC = 1)."""
+    if VEC == 4:
+        return vals[i]
+    return vals[i] if in_row(col, n) else f32(0.0)

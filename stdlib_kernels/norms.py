@@ -1,6 +1,7 @@
 """RMSNorm and LayerNorm over the last axis: one block per row, x read once when it fits.
 
-Rows are read in 128-bit chunks when the hidden size is a multiple of 4 (`_rows.py`).  When the
+Rows are read in 128-bit chunks whatever the hidden size (`_rows.py`: a misaligned row has a
+partial first and last chunk).  When the
 row fits in registers (CHUNKS > 0) each thread loads its chunks once and keeps them for the
 reductions and the output; longer rows stream (x re-read from cache).  Reductions are warp
 butterflies, then warp 0 merges the per-warp partials once (`block_sum`).  LayerNorm uses the
@@ -15,53 +16,54 @@ import pyptx
 from pyptx import block_idx, f32, thread_idx
 
 from . import _validate as V
-from ._rows import load4, load_chunks, row_config, store4
+from ._rows import in_row, load_chunks, load_col4, load_row4, row_config, row_head, store_row4
 from ._warp import block_sum
-
-
-@pyptx.func
-def _sum_sq(a: f32, b: f32, d: f32, e: f32, VEC):
-    return a * a + b * b + d * d + e * e if VEC == 4 else a * a
-
-
-@pyptx.func
-def _sum4(a: f32, b: f32, d: f32, e: f32, VEC):
-    return a + b + d + e if VEC == 4 else a
 
 
 @pyptx.kernel
 def rmsnorm_kernel(out: f32[:, :], x: f32[:, :], weight: f32[:], eps: f32,
                    BLOCK: pyptx.constexpr, VEC: pyptx.constexpr, CHUNKS: pyptx.constexpr):
     """out[r, j] = x[r, j] / sqrt(mean_j(x[r]²) + eps) * weight[j]; one block per row, the row
-    in registers when CHUNKS > 0 (n ≤ BLOCK·VEC·CHUNKS)."""
+    in registers when CHUNKS > 0 (≤ BLOCK·CHUNKS chunks of 4)."""
     red = pyptx.shared.array(32, f32)
     row = block_idx.x
     tid = thread_idx.x
     n = x.shape[1]
+    h = row_head(row, n, VEC)
     if CHUNKS > 0:
-        vals = pyptx.local.array(VEC * CHUNKS, f32)
-        load_chunks(vals, x, row, tid, n, 0.0, BLOCK, VEC, CHUNKS)
+        vals = pyptx.local.array(4 * CHUNKS, f32)
+        load_chunks(vals, x, row, tid, n, h, 0.0, BLOCK, VEC, CHUNKS)
         ss = f32(0.0)
-        for i in pyptx.static_range(VEC * CHUNKS):
+        for i in pyptx.static_range(4 * CHUNKS):
             ss += vals[i] * vals[i]
         inv = 1.0 / pyptx.math.sqrt(block_sum(ss, red, BLOCK // 32) / f32(n) + eps)
         for k in pyptx.static_range(CHUNKS):
-            c = (tid + k * BLOCK) * VEC
+            c = (tid + k * BLOCK) * 4 - h
             if c < n:
-                w0, w1, w2, w3 = load4(weight, c, VEC)
-                i = k * VEC
-                store4(out, row, c, vals[i] * inv * w0, vals[i + 1 % VEC] * inv * w1,
-                       vals[i + 2 % VEC] * inv * w2, vals[i + 3 % VEC] * inv * w3, VEC)
+                w0, w1, w2, w3 = load_col4(weight, c, n, VEC)
+                i = 4 * k
+                store_row4(out, row, c, n, vals[i] * inv * w0, vals[i + 1] * inv * w1,
+                           vals[i + 2] * inv * w2, vals[i + 3] * inv * w3, VEC)
     else:
         ss = f32(0.0)
-        for c in range(tid * VEC, n, BLOCK * VEC):
-            a, b, d, e = load4(x, (row, c), VEC)
-            ss += _sum_sq(a, b, d, e, VEC)
+        for c in range(tid * 4 - h, n, BLOCK * 4):
+            a, b, d, e = load_row4(x, row, c, n, 0.0, VEC)
+            ss += (a * a + b * b) + (d * d + e * e)
         inv = 1.0 / pyptx.math.sqrt(block_sum(ss, red, BLOCK // 32) / f32(n) + eps)
-        for c in range(tid * VEC, n, BLOCK * VEC):
-            a, b, d, e = load4(x, (row, c), VEC)
-            w0, w1, w2, w3 = load4(weight, c, VEC)
-            store4(out, row, c, a * inv * w0, b * inv * w1, d * inv * w2, e * inv * w3, VEC)
+        for c in range(tid * 4 - h, n, BLOCK * 4):
+            a, b, d, e = load_row4(x, row, c, n, 0.0, VEC)
+            w0, w1, w2, w3 = load_col4(weight, c, n, VEC)
+            store_row4(out, row, c, n, a * inv * w0, b * inv * w1, d * inv * w2, e * inv * w3,
+                       VEC)
+
+
+@pyptx.func
+def _sq_dev(a: f32, mean: f32, col, n, VEC):
+    """(a − mean)², or 0 when column col is outside the row (only possible with VEC = 1)."""
+    d = a - mean
+    if VEC == 4:
+        return d * d
+    return d * d if in_row(col, n) else f32(0.0)
 
 
 @pyptx.kernel
@@ -74,47 +76,49 @@ def layernorm_kernel(out: f32[:, :], x: f32[:, :], gamma: f32[:], beta: f32[:], 
     row = block_idx.x
     tid = thread_idx.x
     n = x.shape[1]
+    h = row_head(row, n, VEC)
     if CHUNKS > 0:
-        vals = pyptx.local.array(VEC * CHUNKS, f32)
-        load_chunks(vals, x, row, tid, n, 0.0, BLOCK, VEC, CHUNKS)
+        vals = pyptx.local.array(4 * CHUNKS, f32)
+        load_chunks(vals, x, row, tid, n, h, 0.0, BLOCK, VEC, CHUNKS)
         s = f32(0.0)
-        for i in pyptx.static_range(VEC * CHUNKS):
+        for i in pyptx.static_range(4 * CHUNKS):
             s += vals[i]
         mean = block_sum(s, red_sum, BLOCK // 32) / f32(n)
         q = f32(0.0)
         for k in pyptx.static_range(CHUNKS):
-            if (tid + k * BLOCK) * VEC < n:
-                for e in pyptx.static_range(VEC):
-                    d = vals[k * VEC + e] - mean
-                    q += d * d
+            c = (tid + k * BLOCK) * 4 - h
+            if c < n:
+                for e in pyptx.static_range(4):
+                    q += _sq_dev(vals[4 * k + e], mean, c + e, n, VEC)
         inv = 1.0 / pyptx.math.sqrt(block_sum(q, red_var, BLOCK // 32) / f32(n) + eps)
         for k in pyptx.static_range(CHUNKS):
-            c = (tid + k * BLOCK) * VEC
+            c = (tid + k * BLOCK) * 4 - h
             if c < n:
-                g0, g1, g2, g3 = load4(gamma, c, VEC)
-                b0, b1, b2, b3 = load4(beta, c, VEC)
-                i = k * VEC
-                store4(out, row, c, (vals[i] - mean) * inv * g0 + b0,
-                       (vals[i + 1 % VEC] - mean) * inv * g1 + b1,
-                       (vals[i + 2 % VEC] - mean) * inv * g2 + b2,
-                       (vals[i + 3 % VEC] - mean) * inv * g3 + b3, VEC)
+                g0, g1, g2, g3 = load_col4(gamma, c, n, VEC)
+                b0, b1, b2, b3 = load_col4(beta, c, n, VEC)
+                i = 4 * k
+                store_row4(out, row, c, n, (vals[i] - mean) * inv * g0 + b0,
+                           (vals[i + 1] - mean) * inv * g1 + b1,
+                           (vals[i + 2] - mean) * inv * g2 + b2,
+                           (vals[i + 3] - mean) * inv * g3 + b3, VEC)
     else:
         s = f32(0.0)
-        for c in range(tid * VEC, n, BLOCK * VEC):
-            a, b, d, e = load4(x, (row, c), VEC)
-            s += _sum4(a, b, d, e, VEC)
+        for c in range(tid * 4 - h, n, BLOCK * 4):
+            a, b, d, e = load_row4(x, row, c, n, 0.0, VEC)
+            s += (a + b) + (d + e)
         mean = block_sum(s, red_sum, BLOCK // 32) / f32(n)
         q = f32(0.0)
-        for c in range(tid * VEC, n, BLOCK * VEC):
-            a, b, d, e = load4(x, (row, c), VEC)
-            q += _sum_sq(a - mean, b - mean, d - mean, e - mean, VEC)
+        for c in range(tid * 4 - h, n, BLOCK * 4):
+            a, b, d, e = load_row4(x, row, c, n, 0.0, VEC)
+            q += (_sq_dev(a, mean, c, n, VEC) + _sq_dev(b, mean, c + 1, n, VEC)) + \
+                (_sq_dev(d, mean, c + 2, n, VEC) + _sq_dev(e, mean, c + 3, n, VEC))
         inv = 1.0 / pyptx.math.sqrt(block_sum(q, red_var, BLOCK // 32) / f32(n) + eps)
-        for c in range(tid * VEC, n, BLOCK * VEC):
-            a, b, d, e = load4(x, (row, c), VEC)
-            g0, g1, g2, g3 = load4(gamma, c, VEC)
-            b0, b1, b2, b3 = load4(beta, c, VEC)
-            store4(out, row, c, (a - mean) * inv * g0 + b0, (b - mean) * inv * g1 + b1,
-                   (d - mean) * inv * g2 + b2, (e - mean) * inv * g3 + b3, VEC)
+        for c in range(tid * 4 - h, n, BLOCK * 4):
+            a, b, d, e = load_row4(x, row, c, n, 0.0, VEC)
+            g0, g1, g2, g3 = load_col4(gamma, c, n, VEC)
+            b0, b1, b2, b3 = load_col4(beta, c, n, VEC)
+            store_row4(out, row, c, n, (a - mean) * inv * g0 + b0, (b - mean) * inv * g1 + b1,
+                       (d - mean) * inv * g2 + b2, (e - mean) * inv * g3 + b3, VEC)
 
 
 def _rows(fn: str, x) -> tuple[np.ndarray, np.ndarray]:

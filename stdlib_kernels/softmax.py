@@ -1,9 +1,10 @@
 """Row softmax with one `exp` per element where the row fits in registers.
 
-Rows are read in 128-bit chunks (`pyptx.vload`, 4 floats) when the row length is a multiple of 4
-(so every row starts 16-byte aligned), else one float at a time; see `_rows.py`.
+Rows are read in 128-bit chunks (`pyptx.vload`, 4 floats) whatever their length: a row that does
+not start 16-byte aligned gets a partial first and last chunk, read element by element; see
+`_rows.py`.
 
-* Register-resident rows (≤ 32·VEC·8 elements for the warp kernel, ≤ BLOCK·VEC·8 for the block
+* Register-resident rows (≤ 32·8 chunks of 4 for the warp kernel, ≤ BLOCK·8 for the block
   kernel): x is read once into registers, the row max is reduced, each element's e^(x−max) is
   computed once and kept, the sum reduced, and e·(1/sum) written: exactly one `exp` per element.
 * Longer rows stream: pass 1 keeps a per-thread online (max m, Σe^(x−m)), rescaling the sum only
@@ -20,7 +21,8 @@ import pyptx
 from pyptx import block_dim, block_idx, f32, thread_idx
 
 from . import _validate as V
-from ._rows import MAX_CHUNKS, RowConfig, load4, load_chunks, row_config, store4
+from ._rows import (MAX_CHUNKS, RowConfig, in_row, load_chunks, load_row4, row_config,
+                    row_head, store_row4)
 from ._warp import NEG_BIG, block_max, block_sum, warp_max, warp_sum
 
 #: threads per block of the warp-per-row kernel (= rows per block × 32)
@@ -28,33 +30,37 @@ WARP_KERNEL_BLOCK = 256
 
 
 @pyptx.func
-def exp_in_place(vals, m: f32, t, n, STRIDE, VEC, CHUNKS):
-    """vals[i] = e^(vals[i] − m) for the chunks inside the row; returns their sum."""
+def exp_in_place(vals, m: f32, t, n, h, STRIDE, VEC, CHUNKS):
+    """vals[i] = e^(vals[i] − m) for the chunks inside the row (0 for the columns outside it);
+    returns their sum."""
     s = f32(0.0)
     for k in pyptx.static_range(CHUNKS):
-        if (t + k * STRIDE) * VEC < n:
-            for e in pyptx.static_range(VEC):
-                ev = pyptx.math.exp(vals[k * VEC + e] - m)
-                vals[k * VEC + e] = ev
+        col = (t + k * STRIDE) * 4 - h
+        if col < n:
+            for e in pyptx.static_range(4):
+                ev = pyptx.math.exp(vals[4 * k + e] - m)
+                if VEC != 4:
+                    ev = ev if in_row(col + e, n) else f32(0.0)
+                vals[4 * k + e] = ev
                 s += ev
     return s
 
 
 @pyptx.func
-def store_scaled(out, vals, row, t, n, scale: f32, STRIDE, VEC, CHUNKS):
+def store_scaled(out, vals, row, t, n, h, scale: f32, STRIDE, VEC, CHUNKS):
     """out[row, chunk] = vals[chunk] · scale for the thread's chunks inside the row."""
     for k in pyptx.static_range(CHUNKS):
-        c = (t + k * STRIDE) * VEC
-        if c < n:
-            i = k * VEC
-            store4(out, row, c, vals[i] * scale, vals[i + 1 % VEC] * scale,
-                   vals[i + 2 % VEC] * scale, vals[i + 3 % VEC] * scale, VEC)
+        col = (t + k * STRIDE) * 4 - h
+        if col < n:
+            i = 4 * k
+            store_row4(out, row, col, n, vals[i] * scale, vals[i + 1] * scale,
+                       vals[i + 2] * scale, vals[i + 3] * scale, VEC)
 
 
 @pyptx.func
-def chunk_max(vals, VEC, CHUNKS):
+def chunk_max(vals, CHUNKS):
     m = vals[0]
-    for i in pyptx.static_range(1, VEC * CHUNKS):
+    for i in pyptx.static_range(1, 4 * CHUNKS):
         m = max(m, vals[i])
     return m
 
@@ -62,61 +68,61 @@ def chunk_max(vals, VEC, CHUNKS):
 @pyptx.kernel
 def softmax_warp_kernel(out: f32[:, :], x: f32[:, :], VEC: pyptx.constexpr,
                         CHUNKS: pyptx.constexpr):
-    """One warp per row, the row in registers (n ≤ 32·VEC·CHUNKS): no shared memory, no
+    """One warp per row, the row in registers (≤ 32·CHUNKS chunks): no shared memory, no
     barriers, one exp per element."""
     row = block_idx.x * (block_dim.x // 32) + thread_idx.x // 32
     lane = thread_idx.x % 32
     n = x.shape[1]
     if row < x.shape[0]:
-        vals = pyptx.local.array(VEC * CHUNKS, f32)
-        load_chunks(vals, x, row, lane, n, NEG_BIG, 32, VEC, CHUNKS)
-        m = warp_max(chunk_max(vals, VEC, CHUNKS))
-        s = warp_sum(exp_in_place(vals, m, lane, n, 32, VEC, CHUNKS))
-        store_scaled(out, vals, row, lane, n, 1.0 / s, 32, VEC, CHUNKS)
+        h = row_head(row, n, VEC)
+        vals = pyptx.local.array(4 * CHUNKS, f32)
+        load_chunks(vals, x, row, lane, n, h, NEG_BIG, 32, VEC, CHUNKS)
+        m = warp_max(chunk_max(vals, CHUNKS))
+        s = warp_sum(exp_in_place(vals, m, lane, n, h, 32, VEC, CHUNKS))
+        store_scaled(out, vals, row, lane, n, h, 1.0 / s, 32, VEC, CHUNKS)
 
 
 @pyptx.kernel
 def softmax_block_kernel(out: f32[:, :], x: f32[:, :], BLOCK: pyptx.constexpr,
                          VEC: pyptx.constexpr, CHUNKS: pyptx.constexpr):
     """One block of BLOCK threads per row: the row in registers when CHUNKS > 0
-    (n ≤ BLOCK·VEC·CHUNKS), streamed with an online max/sum when CHUNKS == 0 (any length)."""
+    (≤ BLOCK·CHUNKS chunks), streamed with an online max/sum when CHUNKS == 0 (any length)."""
     red_m = pyptx.shared.array(32, f32)
     red_s = pyptx.shared.array(32, f32)
     row = block_idx.x
     tid = thread_idx.x
     n = x.shape[1]
+    h = row_head(row, n, VEC)
     if CHUNKS > 0:
-        vals = pyptx.local.array(VEC * CHUNKS, f32)
-        load_chunks(vals, x, row, tid, n, NEG_BIG, BLOCK, VEC, CHUNKS)
-        m = block_max(chunk_max(vals, VEC, CHUNKS), red_m, BLOCK // 32)
-        s = block_sum(exp_in_place(vals, m, tid, n, BLOCK, VEC, CHUNKS), red_s, BLOCK // 32)
-        store_scaled(out, vals, row, tid, n, 1.0 / s, BLOCK, VEC, CHUNKS)
+        vals = pyptx.local.array(4 * CHUNKS, f32)
+        load_chunks(vals, x, row, tid, n, h, NEG_BIG, BLOCK, VEC, CHUNKS)
+        m = block_max(chunk_max(vals, CHUNKS), red_m, BLOCK // 32)
+        s = block_sum(exp_in_place(vals, m, tid, n, h, BLOCK, VEC, CHUNKS), red_s, BLOCK // 32)
+        store_scaled(out, vals, row, tid, n, h, 1.0 / s, BLOCK, VEC, CHUNKS)
     else:
         m = NEG_BIG
         s = 0.0
-        for c in range(tid * VEC, n, BLOCK * VEC):
-            a, b, d, e = load4(x, (row, c), VEC)
-            cm = max(max(a, b), max(d, e)) if VEC == 4 else a
+        for c in range(tid * 4 - h, n, BLOCK * 4):
+            a, b, d, e = load_row4(x, row, c, n, NEG_BIG, VEC)
+            cm = max(max(a, b), max(d, e))
             if cm > m:
                 s = s * pyptx.math.exp(m - cm)
                 m = cm
-            s += pyptx.math.exp(a - m)
-            if VEC == 4:
-                s += pyptx.math.exp(b - m) + pyptx.math.exp(d - m) + pyptx.math.exp(e - m)
+            s += (pyptx.math.exp(a - m) + pyptx.math.exp(b - m)) + \
+                (pyptx.math.exp(d - m) + pyptx.math.exp(e - m))
         mx = block_max(m, red_m, BLOCK // 32)
         inv = 1.0 / block_sum(s * pyptx.math.exp(m - mx), red_s, BLOCK // 32)
-        for c in range(tid * VEC, n, BLOCK * VEC):
-            a, b, d, e = load4(x, (row, c), VEC)
-            if VEC == 4:
-                store4(out, row, c, pyptx.math.exp(a - mx) * inv, pyptx.math.exp(b - mx) * inv,
-                       pyptx.math.exp(d - mx) * inv, pyptx.math.exp(e - mx) * inv, VEC)
-            else:
-                out[row, c] = pyptx.math.exp(a - mx) * inv
+        for c in range(tid * 4 - h, n, BLOCK * 4):
+            a, b, d, e = load_row4(x, row, c, n, NEG_BIG, VEC)
+            store_row4(out, row, c, n, pyptx.math.exp(a - mx) * inv,
+                       pyptx.math.exp(b - mx) * inv, pyptx.math.exp(d - mx) * inv,
+                       pyptx.math.exp(e - mx) * inv, VEC)
 
 
 def warp_row_max(vec: int) -> int:
-    """The longest row the warp-per-row kernel keeps in registers for chunk width `vec`."""
-    return 32 * vec * MAX_CHUNKS
+    """The longest row the warp-per-row kernel keeps in registers (`vec` as in RowConfig: a
+    misaligned row may span 3 more columns)."""
+    return 32 * 4 * MAX_CHUNKS - (0 if vec == 4 else 3)
 
 
 def plan(n: int) -> tuple[str, RowConfig]:
