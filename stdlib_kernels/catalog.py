@@ -35,8 +35,9 @@ class Specialisation:
 
 
 #: row lengths whose launch plans (block, chunk width, chunks in registers or streamed) cover
-#: every path of the row kernels: short/odd rows, register-resident rows, streamed rows
-_ROW_LENGTHS = (7, 1000, 4096, 4097, 11008, 32000)
+#: every path of the row kernels: short/odd rows, register-resident rows, streamed rows (32001:
+#: streamed rows that are not 16-byte aligned)
+_ROW_LENGTHS = (7, 1000, 4096, 4097, 11008, 32000, 32001)
 
 
 def _row_spec(name, kernel, cfg, warp=False) -> Specialisation:
