@@ -1,9 +1,9 @@
 """RMSNorm and LayerNorm over the last axis: one block per row, x read once when it fits.
 
 Rows are read in 128-bit chunks whatever the hidden size (`_rows.py`: a misaligned row has a
-partial first and last chunk).  When the
-row fits in registers (CHUNKS > 0) each thread loads its chunks once and keeps them for the
-reductions and the output; longer rows stream (x re-read from cache).  Reductions are warp
+partial first and last chunk).  When the row fits in registers (CHUNKS > 0) each thread loads
+its chunks once and keeps them for the reductions and the output; longer rows stream (x re-read
+from cache).  Reductions are warp
 butterflies, then warp 0 merges the per-warp partials once (`block_sum`).  LayerNorm uses the
 two-pass variance Σ(x - mean)² rather than E[x²] - mean², which cancels catastrophically for rows
 with a large mean.
