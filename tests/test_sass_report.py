@@ -106,9 +106,8 @@ def _dot4(out: f32[:], x: f32[:], n: i32):
 
 def test_generated_kernel_through_ptxas_and_cuobjdump():
     if sass_report.find_cuobjdump() is None or toolchain.find_ptxas() is None:
-        pytest.skip("SKIPPED LOUDLY: cuobjdump or ptxas is not installed (cuobjdump is a bench "
-                    "extra: pip install nvidia-cuda-cuobjdump); the text counting is still "
-                    "tested above")
+        pytest.skip("SKIPPED LOUDLY: cuobjdump or ptxas is not installed (both come with "
+                    "pip install -e '.[test]'); the text counting is still tested above")
     row = sass_report.measure("dot4", "pyptx", lambda: pyptx.compile(_dot4, arch="sm_90").ptx,
                               "sm_90")
     assert row.error is None, row.error
