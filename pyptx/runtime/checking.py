@@ -10,32 +10,17 @@ launch with CUDA events instead (`gpu_timed`).
 from __future__ import annotations
 
 import contextlib
-import os
 from contextvars import ContextVar
 from typing import NamedTuple
 
+from .envvars import env_reader
 from .profiler import LaunchRecord, Profile
 
 _ACTIVE: ContextVar = ContextVar("pyptx_checks", default=None)   # Checks or None
 _env_cache: dict = {}
 
 
-def _env_reader(name: str):
-    """A fast `os.environ.get(name)`: the launch path reads the variable on every launch, and
-    `os.environ.get` (key encoding + decoding) costs about a microsecond.  The mapping's own
-    encoded store sees every change made through os.environ; without it, fall back."""
-    try:
-        data, key, decode = os.environ._data, os.environ.encodekey(name), os.environ.decodevalue
-    except AttributeError:                                  # not CPython's os._Environ
-        return lambda: os.environ.get(name)
-
-    def get():
-        v = data.get(key)
-        return None if v is None else decode(v)
-    return get
-
-
-_sanitize_env = _env_reader("PYPTX_SANITIZE")
+_sanitize_env = env_reader("PYPTX_SANITIZE")
 
 
 class Checks(NamedTuple):

@@ -19,6 +19,7 @@ import numpy as np
 from .. import types as T
 from ..errors import DeviceError, LaunchError
 from . import checking, profile
+from .envvars import env_reader
 from .device_array import DeviceArray
 from .driver import stream_handle
 
@@ -41,18 +42,7 @@ def invalidate_plans() -> None:
     _generation[0] += 1
 
 
-def _env_lookup():
-    """(get, key): a cheap way to read PYPTX_DEVICE at every launch (tests change it between
-    launches).  CPython's `os.environ` keeps its encoded copy in `_data`, a plain dict kept in
-    step by `os.environ[...] = ...` / `monkeypatch.setenv`; elsewhere use `os.environ.get`."""
-    data = getattr(os.environ, "_data", None)
-    encodekey = getattr(os.environ, "encodekey", None)
-    if isinstance(data, dict) and encodekey is not None:
-        return data.get, encodekey("PYPTX_DEVICE")
-    return os.environ.get, "PYPTX_DEVICE"
-
-
-_env_get, _env_key = _env_lookup()
+_device_env = env_reader("PYPTX_DEVICE")
 _device_by_raw: dict = {}     # raw environment value -> the _device_cache entry
 
 
@@ -61,10 +51,10 @@ def device() -> str:
 
     Decided once per process and value of the environment variable.  With `gpu` and no usable
     GPU this raises DeviceError saying why."""
-    hit = _device_by_raw.get(_env_get(_env_key))
+    raw = _device_env()
+    hit = _device_by_raw.get(raw)
     if hit is None:
-        raw = _env_get(_env_key)
-        mode = os.environ.get("PYPTX_DEVICE", "auto")
+        mode = raw if raw is not None else "auto"
         hit = _device_cache.get(mode)
         if hit is None:
             hit = _device_cache[mode] = _decide(mode)
