@@ -242,3 +242,26 @@ def pow_f64(x: f64, y: f64):
         r = _exp2_pair_f64(wh, wl)
     neg = (pyptx.bitcast(x, u64) >> u64(63)) != u64(0) and _odd_integer_f64(y)
     return -r if neg else r
+
+
+# ---- integers -----------------------------------------------------------------------------------
+
+@pyptx.func
+def int_pow(a, b, one, zero, least):
+    """a ** b for integers of one type (`one`, `zero`, `least` are that type's 1, 0 and minimum):
+    square-and-multiply over b's bits, wrapping like every integer multiply.  A negative b gives
+    Numba's answers: 1 ** b = 1, (-1) ** b = +-1, 0 ** b = the type's minimum (Numba's
+    zero-division value under the numpy error model), anything else 0."""
+    if b < zero:
+        if a == one or (a == -one and (b & one) == zero):
+            return one
+        if a == -one:
+            return -one
+        return least if a == zero else zero
+    r = one
+    while b != zero:
+        if (b & one) != zero:
+            r = r * a
+        b = b >> one
+        a = a * a
+    return r

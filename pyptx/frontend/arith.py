@@ -204,9 +204,11 @@ def _bool_binop(cx, op, a, b):
 
 
 def _power(cx, a, b):
+    """`x ** n` for a literal n in 0..64: multiplied out (exact for ints, cheap for floats);
+    any other exponent: frontend/power.py."""
     if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= 64:
-        raise cx.err("'**' needs a small non-negative integer literal exponent (x ** 2); "
-                     "for other powers write pyptx.math.exp2(y * pyptx.math.log2(x))")
+        from .power import runtime_power
+        return runtime_power(cx, a, b)
     t, weak = type_of(cx, a)
     if t.is_bool:
         raise cx.err("'**' on a boolean is not supported; convert it first, e.g. i32(flag)")

@@ -14,7 +14,8 @@ from .intrinsics import REGISTRY, scalar_arg
 
 #: name -> number of arguments
 LIB = {"log10": 1, "log1p": 1, "expm1": 1, "sinh": 1, "cosh": 1, "tan": 1, "atan": 1, "asin": 1,
-       "acos": 1, "cbrt": 1, "erf": 1, "erfc": 1, "atan2": 2, "hypot": 2, "copysign": 2, "fmod": 2}
+       "acos": 1, "cbrt": 1, "erf": 1, "erfc": 1, "atan2": 2, "hypot": 2, "copysign": 2, "fmod": 2,
+       "pow": 2}
 PREDICATES = ("isnan", "isinf", "isfinite")
 
 
@@ -36,10 +37,11 @@ def _lower_lib(cx, name, args, kwargs):
         t, _ = arith.promote_many(cx, list(args), name)
     ct = _compute_type(t)
     rt = t if t in (T.f16, T.bf16) else ct
-    from .. import mathlib, mathlib_numba
+    from .. import mathlib, mathlib_numba, mathlib_pow
     from .calls import inline
     key = f"{name}_{ct.name}"
-    fn = getattr(mathlib_numba, key, None) or getattr(mathlib, key, None)
+    fn = (getattr(mathlib_numba, key, None) or getattr(mathlib, key, None)
+          or getattr(mathlib_pow, key, None))
     if fn is None:
         raise cx.err(f"pyptx.math.{name}() is implemented for f32 (and f16) arguments only so "
                      f"far; convert with f32(x) (an {ct.name} version is not written yet)")
