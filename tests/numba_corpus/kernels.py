@@ -454,3 +454,17 @@ def warp_all_any(x, flags):
     b = cuda.any_sync(0xFFFFFFFF, p)
     e = cuda.eq_sync(0xFFFFFFFF, p)
     flags[i] = (1 if a else 0) + (2 if b else 0) + (4 if e else 0)
+
+
+@cuda.jit
+def gamma_correct(img, out, gamma):
+    i = cuda.grid(1)
+    if i < img.size:
+        out[i] = math.pow(img[i], 1.0 / gamma)
+
+
+@cuda.jit
+def int_powers(base, exps, out):
+    i = cuda.grid(1)
+    if i < base.size:
+        out[i] = base[i] ** exps[i] + 2 ** exps[i]

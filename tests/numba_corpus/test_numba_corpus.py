@@ -328,6 +328,19 @@ def check_warp_all_any(m):
     np.testing.assert_array_equal(flags, np.repeat(exp, 32))
 
 
+def check_gamma_correct(m):
+    img = rng().random(70, np.float32); out = poison(70)
+    m.gamma_correct[blocks(70), TPB](img, out, 2.2)
+    close(out, np.power(img.astype(np.float64), 1 / 2.2), 1e-6)
+
+
+def check_int_powers(m):
+    base = rng().integers(-6, 7, 50).astype(np.int64); exps = rng().integers(0, 21, 50)
+    out = poison(50, np.int64)
+    m.int_powers[blocks(50), TPB](base, exps, out)
+    np.testing.assert_array_equal(out, base ** exps + 2 ** exps)
+
+
 CHECKS = {name[6:]: fn for name, fn in dict(globals()).items() if name.startswith("check_")}
 
 
