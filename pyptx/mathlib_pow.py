@@ -7,8 +7,9 @@ precision.  Every step therefore carries an unevaluated pair hi + lo ("double-wo
 each product's rounding error recovered exactly with an fma):
 
 * log2|x| = e + log2(m), m = 1 + f in [sqrt(1/2), sqrt(2)) (split exactly from the bits);
-  log(m) = 2 atanh(s) = 2s + s z R(z), s = f / (2 + f) (as a pair: one division and its
-  remainder), z = s^2 <= 0.0295, R(z) = 2/3 + z R2(z).  The leading term 2s and the 2/3 s^3 term
+  log(m) = 2 atanh(s) = 2s + s z R(z), s = f / (2 + f) as a pair (1 / (2 + f) from a minimax
+  line and Newton steps, no division and so no slow path; the remainder by fma gives the low
+  word), z = s^2 <= 0.0295, R(z) = 2/3 + z R2(z).  The leading term 2s and the 2/3 s^3 term
   are pairs; R2 (the series' tail, Taylor coefficients 2/(2n+1)) is plain working precision.
   The sum is multiplied by the pair 1/ln 2 and added to e (Fast2Sum).
 * w = y * log2|x| as a pair (two-product with fma).
@@ -54,6 +55,12 @@ C3_HI64, C3_LO64 = _pair(_Fr(2, 3), _np.float64)
 R5_32, R7_32, R9_32, R11_32, R13_32 = (float(_np.float32(2.0 / (2 * n + 1))) for n in range(2, 7))
 R5, R7, R9, R11, R13, R15, R17, R19, R21, R23, R25 = (2.0 / (2 * n + 1) for n in range(2, 13))
 
+#: the minimax line c0 + c1 u for 1/u on [a, b] = [sqrt(1/2) + 1, sqrt(2) + 1] (relative error
+#: 1 - u (c0 + c1 u) equioscillates at a, (a + b) / 2 and b: about 2^-6)
+_A, _B = 2.0 ** -0.5 + 1.0, 2.0 ** 0.5 + 1.0
+RECIP_C1 = -2.0 / (_A * _B + (_A + _B) ** 2 / 4)
+RECIP_C0 = -RECIP_C1 * (_A + _B)
+
 F32_INF_BITS = 0x7F800000
 F32_NAN_BITS = 0x7FC00000
 F64_INF_BITS = 0x7FF0000000000000
@@ -67,12 +74,24 @@ EXP2_LO64, EXP2_HI64 = -1080.0, 1025.0     # ... below -1075, from 1024
 # ---- shared pair arithmetic (f32 and f64) -------------------------------------------------------
 
 @pyptx.func
-def _s_pair(f):
-    """s = f / (2 + f) as sh + sl (|sl| <= ulp(sh)): 2 + f exactly as uh + ul, one division for
-    1 / uh, and the quotient's remainder (fma) for the low word."""
+def _recip_seed(u):
+    """1/u for u in [2 + (sqrt(1/2) - 1), 2 + (sqrt(2) - 1)] to 2^-6 (minimax line)."""
+    return pyptx.math.fma(u, RECIP_C1, RECIP_C0)
+
+
+@pyptx.func
+def _newton_recip(u, r):
+    """One Newton step towards 1/u: the relative error squares."""
+    return pyptx.math.fma(r, pyptx.math.fma(-u, r, 1.0), r)
+
+
+@pyptx.func
+def _s_pair(f, rc):
+    """s = f / (2 + f) as sh + sl (|sl| a few ulp(sh)), given rc = 1/(2 + f) to about the
+    working precision: 2 + f exactly as uh + ul, and the remainder (fma) for the low word.
+    Newton steps instead of a division: no slow path, and rc need not be correctly rounded."""
     uh = f + 2.0
     ul = f - (uh - 2.0)
-    rc = 1.0 / uh
     sh = f * rc
     r = pyptx.math.fma(-sh, uh, f)
     r = pyptx.math.fma(-sh, ul, r)
@@ -89,6 +108,7 @@ def _log2_from_s(e, sh, sl, zh, q, c3h, c3l, kh, kl):
     pl = pyptx.math.fma(zh, c3h, -ph)
     pl = pyptx.math.fma(zh, rl, pl)
     pl = pyptx.math.fma(zl, c3h, pl)
+    pl = pyptx.math.fma(zl, rl + rl, pl)                              # zl (R - c3h) + zh zl R2'
     th = sh * ph                                                      # s z R = th + tl
     tl = pyptx.math.fma(sh, ph, -th)
     tl = pyptx.math.fma(sh, pl, tl)
@@ -118,9 +138,10 @@ def _times_pair(y, h, l):
 
 @pyptx.func
 def _log2_pair_f32(ax: f32):
-    """log2(ax) as a pair for finite ax > 0 (subnormals too), ~2^-34 relative (measured)."""
+    """log2(ax) as a pair for finite ax > 0 (subnormals too), ~2^-36 relative (measured)."""
     e, f = _log_split_f32(ax)
-    sh, sl = _s_pair(f)
+    u = f + f32(2.0)
+    sh, sl = _s_pair(f, _newton_recip(u, _newton_recip(u, _recip_seed(u))))   # 2^-6 -> 2^-23
     zh = sh * sh
     q = pyptx.math.fma(f32(R13_32), zh, f32(R11_32))
     q = pyptx.math.fma(q, zh, f32(R9_32))
@@ -182,9 +203,13 @@ def pow_f32(x: f32, y: f32):
 
 @pyptx.func
 def _log2_pair_f64(ax: f64):
-    """log2(ax) as a pair for finite ax > 0 (subnormals too), ~2^-63 relative."""
+    """log2(ax) as a pair for finite ax > 0 (subnormals too), ~2^-63.5 relative (measured)."""
     e = _log_exponent_f64(ax)
-    sh, sl = _s_pair(_log_mantissa_f64(ax))
+    f = _log_mantissa_f64(ax)
+    u = f + f64(2.0)
+    rc = _newton_recip(u, _newton_recip(u, _recip_seed(u)))                     # 2^-24
+    rc = _newton_recip(u, _newton_recip(u, rc))                                  # 2^-53
+    sh, sl = _s_pair(f, rc)
     zh = sh * sh
     q = pyptx.math.fma(f64(R25), zh, f64(R23))
     q = pyptx.math.fma(q, zh, f64(R21))
