@@ -282,6 +282,7 @@ def power_forms(o32: f32[:, :], o64: f64[:, :], oi: i64[:, :], x: f32[:], y: f32
         oi[i, 2] = i64(u[i] ** u32(m[i] & 31))    # unsigned
         oi[i, 3] = 3 ** m[i]                      # int literal ** i32
         oh[i] = h[i] ** h[i]                      # f16 ** f16: computed in f32, rounded once
+        o32[i, 5] = pow(x[i], y[i])               # the builtin pow is **
 
 
 def _wrap(v: int, bits: int) -> int:
@@ -311,7 +312,7 @@ def test_power_forms(cpu_device):
     big = rng.integers(-10, 10, c).astype(np.int64)
     u = rng.integers(0, 1 << 32, c, dtype=np.uint64).astype(np.uint32)
     h = rng.uniform(0.1, 3, c).astype(np.float16)
-    o32 = np.full((c, 5), np.nan, np.float32)
+    o32 = np.full((c, 6), np.nan, np.float32)
     o64 = np.full((c, 3), np.nan)
     oi = np.full((c, 4), -7, np.int64)
     oh = np.full(c, np.nan, np.float16)
@@ -323,6 +324,7 @@ def test_power_forms(cpu_device):
         assert ulp_distance(o32[:, 2], np.exp2(y64).astype(np.float32)).max() <= 1
         assert ulp_distance(o32[:, 3], np.float32(1) / x).max() <= 1
         assert np.array_equal(o32[:, 4], x * x * x)
+        assert np.array_equal(o32[:, 5], o32[:, 0])
         for col, ref in enumerate([np.power(x64, m), np.power(n.astype(np.float64), y64),
                                    np.power(n.astype(np.float64), m.astype(np.float64))]):
             got = o64[:, col]
@@ -367,3 +369,9 @@ def test_power_errors_are_compile_errors():
         out[0] = pyptx.math.pow(x)
     with pytest.raises(pyptx.CompileError, match="takes 2 arguments"):
         pyptx.compile(bad_args, arch="sm_80")
+
+    @pyptx.kernel
+    def bad_mod(out: i32[:], n: i32):
+        out[0] = pow(n, n, 7)
+    with pytest.raises(pyptx.CompileError, match=r"x \*\* y % m"):
+        pyptx.compile(bad_mod, arch="sm_80")

@@ -1,4 +1,4 @@
-"""Run-time `x ** y` (anything but a small non-negative integer literal exponent, which
+"""Run-time `x ** y` and the builtin `pow(x, y)` (anything but a small non-negative integer literal exponent, which
 arith._power multiplies out): floats through pow in the promoted float type, integers by
 square-and-multiply over the exponent's bits (Numba's integer power).
 
@@ -8,10 +8,13 @@ pyptx/mathlib_pow.py as `@pyptx.func`s and are inlined through the template cach
 """
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from .. import types as T
 from . import arith
+from .intrinsics import BUILTINS, REGISTRY
 from .values import make_const
 
 
@@ -33,3 +36,15 @@ def runtime_power(cx, a, b):
     if weak:
         cx.b.weak.add(r)
     return r
+
+
+def _builtin_pow(cx, args, kwargs):
+    """Python's `pow(x, y)` is `x ** y` (the three-argument modular form is not supported)."""
+    if kwargs or len(args) != 2:
+        raise cx.err("pow() takes two arguments in kernels, pow(x, y) = x ** y; for "
+                     "pow(x, y, m) write x ** y % m with integers")
+    return arith.binop(cx, "pow", args[0], args[1])
+
+
+BUILTINS[builtins.pow] = "builtin.pow"
+REGISTRY["builtin.pow"] = _builtin_pow
