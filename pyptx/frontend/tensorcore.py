@@ -10,6 +10,7 @@ from __future__ import annotations
 from .. import types as T
 from . import arith, memory
 from .intrinsics import intrinsic, scalar_arg
+from ..ir.core import Const
 from .values import ArrayView, is_const, make_const
 
 _HALF_TYPES = {"f16": T.f16, "bf16": T.bf16}
@@ -118,16 +119,37 @@ def _unpack2(cx, u, dtype):
     return tuple(out)
 
 
-@intrinsic("cp_async", "dst", "di", "src", "si", "nbytes")
-def _cp_async(cx, dst, di, src, si, nbytes):
+@intrinsic("cp_async", "dst", "di", "src", "si", "nbytes", "src_bytes", src_bytes=None)
+def _cp_async(cx, dst, di, src, si, nbytes, src_bytes):
     dview = _shared_view(cx, dst, "cp_async()'s dst")
     if not isinstance(src, ArrayView) or src.space != "global":
         raise cx.err(f"cp_async()'s src must be a global array (a kernel parameter), got "
                      f"{arith.describe(src)}; pass an array parameter of the kernel")
     n = _const_int(cx, nbytes, "cp_async()'s nbytes", (4, 8, 16))
+    fill = _src_bytes(cx, src_bytes, n)
     dptr = memory.element_ptr(cx, dview, di)
     sptr = memory.element_ptr(cx, src, si)
-    arith.emit(cx, "cp_async", [dptr, sptr], None, nbytes=n)
+    arith.emit(cx, "cp_async", [dptr, sptr] + fill, None, nbytes=n)
+
+
+def _src_bytes(cx, v, n: int) -> list:
+    """cp_async's src_bytes as the optional third IR operand (u32): [] when every byte is
+    read (None, or the constant n), else the zero-fill size (0..n; the rest is written as 0)."""
+    if v is None:
+        return []
+    what = "cp_async()'s src_bytes"
+    t = scalar_arg(cx, v, what)
+    if not t.is_int or t.is_bool or isinstance(v, bool):
+        raise cx.err(f"{what} must be an integer byte count 0..{n}, got {t.name}; write e.g. "
+                     f"{n} if ok else 0")
+    c = v if is_const(v) else (v.value if isinstance(v, Const) else None)
+    if c is not None:
+        if not 0 <= int(c) <= n:
+            raise cx.err(f"{what} must be between 0 and nbytes ({n}), got {c}; bytes past "
+                         f"src_bytes are written as zeros, so pass at most {n}")
+        if int(c) == n:
+            return []
+    return [arith.convert(cx, v, T.u32)]
 
 
 @intrinsic("cp_async_wait", "n", n=0)

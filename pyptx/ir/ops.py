@@ -143,9 +143,10 @@ OPS: dict[str, OpInfo] = _t([
            "warp-collective PTX ldmatrix.sync.aligned.m8n8.x<count>[.trans].shared.b16: p is a "
            "ptr.shared (this lane's row address).  T VecType(u32, count), read with `lane`.  "
            "attrs count in {1,2,4}, trans (bool)"),
-    OpInfo("cp_async", "dst, src", 2, False, False,
+    OpInfo("cp_async", "dst, src[, src_bytes]", None, False, False,
            "PTX cp.async: copy attrs nbytes (4, 8, 16) from src (ptr.global) to dst (ptr.shared), "
-           "asynchronously: the copy belongs to the next committed group"),
+           "asynchronously: the copy belongs to the next committed group.  With src_bytes (u32, "
+           "0..nbytes) only that many bytes are read and the rest of dst is written as zeros"),
     OpInfo("cp_async_wait", "", 0, False, False,
            "PTX cp.async.commit_group then cp.async.wait_group attrs n: commit this thread's "
            "copies issued since the last commit as one group, then wait until at most n groups "

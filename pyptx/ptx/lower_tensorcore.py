@@ -6,6 +6,7 @@ registers (allocated once, `lower_vector._lanes`) are named by `lane` ops, as fo
 """
 from __future__ import annotations
 
+from ..ir.core import Const
 from .emitter import lowers
 from .lower_vector import _lanes
 
@@ -38,9 +39,12 @@ def lower_ldmatrix(em, ins) -> None:
 def lower_cp_async(em, ins) -> None:
     em.need("cp.async", ins)
     n = int(ins.attrs["nbytes"])
-    dst, src = ins.operands
+    dst, src, *fill = ins.operands
     cache = "cg" if n == 16 else "ca"          # .cg (L2 only) exists for 16-byte copies alone
-    em.i(f"cp.async.{cache}.shared.global [{em.reg(dst)}], [{em.reg(src)}], {n}")
+    size = f"{n}"
+    if fill and not (isinstance(fill[0], Const) and int(fill[0].value) == n):
+        size += f", {em.src(fill[0])}"          # src-size: bytes past it are zero-filled
+    em.i(f"cp.async.{cache}.shared.global [{em.reg(dst)}], [{em.reg(src)}], {size}")
 
 
 @lowers("cp_async_wait")

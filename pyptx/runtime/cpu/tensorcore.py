@@ -16,7 +16,9 @@ f32.  A GPU's internal order is not specified, so GPU results may differ in the 
 Both warp-collective instructions need all 32 lanes of a warp, converged (`.sync.aligned`);
 otherwise they are a LaunchError.  `cp.async` copies are deferred, as on the GPU: addresses are
 checked when the instruction issues, bytes move when a `cp.async.wait_group` retires the group
-(so a kernel that reads the tile before waiting sees stale shared memory here too).
+(so a kernel that reads the tile before waiting sees stale shared memory here too).  With a
+src-size operand only that many source bytes are checked and read; the rest of the destination
+is written as zeros.
 """
 from __future__ import annotations
 
@@ -164,7 +166,8 @@ def build_ldmatrix(ctx, ins, parts):
 
 class _AsyncCopies:
     """The copies each thread has issued and not yet retired, in issue order.  Entry:
-    [lanes, group number per lane, shared byte offsets, global byte offsets, nbytes]."""
+    [lanes, group number per lane, shared byte offsets, global byte offsets, nbytes, bytes read
+    per lane (None: all nbytes; the zero-fill form writes the rest as zeros)]."""
 
     def __init__(self, st):
         self.heap = st.heap
@@ -200,33 +203,79 @@ def build_cp(ctx, ins, parts):
             member[t] = True
             keep = []
             for e in q.pending:
-                lanes, grp, dsti, srci, n = e
+                lanes, grp, dsti, srci, n, size = e
                 due = member[lanes] & (grp < limit[lanes])
                 if due.any():
                     k = np.arange(n)
-                    st.shared.buf[dsti[due][:, None] + k] = q.heap.buf[srci[due][:, None] + k]
+                    dst = dsti[due][:, None] + k
+                    if size is None:
+                        st.shared.buf[dst] = q.heap.buf[srci[due][:, None] + k]
+                    else:               # zero-fill: bytes past src-size were never read
+                        take = k < size[due][:, None]
+                        src = np.where(take, srci[due][:, None] + k, 0)
+                        st.shared.buf[dst] = np.where(take, q.heap.buf[src], 0)
                     if due.all():
                         continue
-                    e = [lanes[~due], grp[~due], dsti[~due], srci[~due], n]
+                    e = [lanes[~due], grp[~due], dsti[~due], srci[~due], n,
+                         None if size is None else size[~due]]
                 keep.append(e)
             q.pending = keep
         return wait
     if "shared" not in parts or "global" not in parts:
         ctx.error("cp.async copies from .global to .shared")
     ops = ins.operands
-    if len(ops) != 3 or ops[2][0] != "imm":
-        ctx.error("cp.async takes [dst], [src], cp-size (no src-size operand)")
+    if len(ops) not in (3, 4) or ops[2][0] != "imm":
+        ctx.error("cp.async takes [dst], [src], cp-size[, src-size] (no ignore-src or "
+                  "cache-policy operand)")
     n = int(ops[2][1][1])
     if n not in (4, 8, 16) or ("cg" in parts and n != 16):
         ctx.error("cp.async copies 4, 8 or 16 bytes (.cg: 16)")
     dst_addr, src_addr = address(ctx, ops[0]), address(ctx, ops[1])
     dloc, sloc = locate(ctx, "shared", "write"), locate(ctx, "global")
+    fill = reader(ctx, ops[3], "u32") if len(ops) == 4 else None
+    line = ins.line
 
     def issue(st, sel):
         t = st.tidx if sel is None else sel
         _, didx = dloc(st, sel, dst_addr(st, sel), n)
-        _, sidx = sloc(st, sel, src_addr(st, sel), n)
+        if fill is None:
+            size = None
+            _, sidx = sloc(st, sel, src_addr(st, sel), n)
+        else:
+            size = np.broadcast_to(np.asarray(fill(st, sel), np.int64), t.shape).copy()
+            if (size > n).any():
+                raise LaunchError(f"CPU executor: cp.async at PTX line {line}: src-size "
+                                  f"{int(size[size > n][0])} is larger than cp-size {n} "
+                                  f"(undefined on the GPU); pass 0..{n}")
+            a = np.broadcast_to(np.asarray(src_addr(st, sel), np.int64), t.shape)
+            sidx = _read_prefix(st, t, a, size, n, sloc)
         q = _copies(st)
         didx = np.broadcast_to(didx, t.shape).copy()
-        q.pending.append([np.array(t), q.committed[t].copy(), didx, np.array(sidx), n])
+        q.pending.append([np.array(t), q.committed[t].copy(), didx, np.array(sidx), n, size])
     return issue
+
+
+def _read_prefix(st, t, a, size, n, sloc) -> np.ndarray:
+    """Check the zero-fill form's reads: lane i reads bytes [a_i, a_i + size_i) only (nothing
+    when size_i is 0), so a source past the end of its array is no fault when it is not read.
+    Returns each lane's global byte offset (0 for lanes that read nothing)."""
+    sidx = np.zeros(t.shape, np.int64)
+    for s in np.unique(size[size > 0]).tolist():
+        pos = np.flatnonzero(size == s)
+        bad = np.flatnonzero(a[pos] % n)
+        if bad.size:
+            raise Fault(int(pos[bad[0]]), int(a[pos[bad[0]]]), "global",
+                        f"misaligned cp.async source (cp-size {n} needs a {n}-byte aligned "
+                        f"address)")
+        off = 0
+        for piece in (16, 8, 4, 2, 1):      # aligned power-of-two pieces covering [0, s)
+            if s - off < piece:
+                continue
+            try:
+                _, idx = sloc(st, t[pos], a[pos] + off, piece)
+            except Fault as f:              # report the lane's position within `t`
+                raise Fault(int(pos[f.lane]), f.address, f.space, f.nearest) from None
+            if off == 0:
+                sidx[pos] = idx
+            off += piece
+    return sidx
