@@ -43,24 +43,25 @@ TC_MAX_D = 128
 
 
 @pyptx.func
-def _load_rows(buf: u16[:, :, :], slot0: i32, src: u16[:, :, :], head: i32, row0: i32,
+def _load_rows(buf: u16[:, :, :], slot0: i32, src: u16[:, :], row0: i32,
                nrows: pyptx.constexpr, D: pyptx.constexpr, tid: i32):
-    """Rows [row0, row0 + nrows) of src[head] -> buf slots slot0, slot0 + 1, ... (BKV rows each),
-    16 bytes per cp_async.  A row past the end of src is a copy of the last row instead: its
-    scores are masked (K), its probabilities are 0 (V) and its outputs are not stored (Q), so it
-    only has to be finite - no zero-fill branch in the pipeline."""
-    seq = src.shape[1]
+    """Rows [row0, row0 + nrows) of src (one head) -> buf slots slot0, slot0 + 1, ... (BKV
+    rows each), 16 bytes per cp_async.  A row past the end of src is zero-filled (cp.async's
+    src-size 0: nothing is read): its scores are masked (K), its probabilities meet zeros (V)
+    and its outputs are not stored (Q)."""
+    seq = src.shape[0]
     cpr = D // 8                # 16-byte chunks per row; shifts when a power of two
     sh = 1 if cpr == 2 else (2 if cpr == 4 else (3 if cpr == 8 else (4 if cpr == 16 else 0)))
     total = nrows * cpr
     for i in pyptx.static_range((total + TC_THREADS - 1) // TC_THREADS):
         c = tid + TC_THREADS * i
-        if c < total:
+        if total % TC_THREADS == 0 or c < total:       # a constant True for D = 64, 128
             r = c >> sh if sh else c // cpr
             col = ((c & (cpr - 1)) if sh else c % cpr) * 8
             slot = slot0 + (r >> 5)             # BKV = 32 rows per slot
             rr = r & (BKV - 1)
-            pyptx.cp_async(buf, (slot, rr, col), src, (head, min(row0 + r, seq - 1), col), 16)
+            pyptx.cp_async(buf, (slot, rr, col), src, (row0 + r, col), 16,
+                           16 if row0 + r < seq else 0)
 
 
 @pyptx.func
@@ -105,10 +106,12 @@ def flash_attention_tc_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:, :, :
     if causal:
         kv_end = min(sk, q0 + BQ + shift)
     ntiles = (kv_end + BKV - 1) // BKV
-    _load_rows(buf, 2, q, bh, q0, BQ, D, tid)
+    kh = k[kvh]
+    vh = v[kvh]
+    _load_rows(buf, 2, q[bh], q0, BQ, D, tid)
     if ntiles > 0:
-        _load_rows(buf, 0, k, kvh, 0, BKV, D, tid)
-        _load_rows(buf, 1, v, kvh, 0, BKV, D, tid)
+        _load_rows(buf, 0, kh, 0, BKV, D, tid)
+        _load_rows(buf, 1, vh, 0, BKV, D, tid)
     pyptx.cp_async_wait(0)
     pyptx.syncthreads()
     qr = warp * 16 + l16
@@ -126,8 +129,8 @@ def flash_attention_tc_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:, :, :
     for t in range(ntiles):
         kb = (t & 1) * 2
         if t + 1 < ntiles:
-            _load_rows(buf, 2 - kb, k, kvh, (t + 1) * BKV, BKV, D, tid)
-            _load_rows(buf, 3 - kb, v, kvh, (t + 1) * BKV, BKV, D, tid)
+            _load_rows(buf, 2 - kb, kh, (t + 1) * BKV, BKV, D, tid)
+            _load_rows(buf, 3 - kb, vh, (t + 1) * BKV, BKV, D, tid)
         pyptx.cp_async_wait(1)
         pyptx.syncthreads()
         # ---- S = Q Kᵀ: 16 rows x 32 keys per warp, 4 n-tiles of 8 keys ----

@@ -7,10 +7,11 @@ warp multiplies its 32 x 32 sub-tile as 2 x 4 m16n8k16 MMAs per 16 of K, fragmen
 `ldmatrix` (B with `.trans`, since B is stored K-major).  Shared rows are padded by 8 halves so
 the 8 row addresses of one `ldmatrix` phase fall in different banks.
 
-Any shape works: tiles that cross the edge of A or B are zero-filled through ordinary shared
-stores, and a 16-byte `cp_async` is used only for chunks fully inside the matrix whose global
-address is 16-byte aligned (`k % 8 == 0` for A, `n % 8 == 0` for B; otherwise every chunk takes
-the element path).  Products are exact and accumulate in float32 (docs/tensor-cores.md).
+Any shape works.  When the rows are 16-byte aligned (`k % 8 == 0` for A, `n % 8 == 0` for B)
+every chunk is one 16-byte `cp_async` in its zero-fill form: a chunk that crosses the edge
+reads only the bytes inside the matrix and the rest of it lands as zeros, so edge tiles take
+the same path as interior ones.  Otherwise every chunk is copied element by element through
+ordinary shared stores, zeros past the edges.  Products are exact and accumulate in float32 (docs/tensor-cores.md).
 """
 from __future__ import annotations
 
@@ -30,48 +31,33 @@ THREADS = 128
 def _stage_a(sa: u16[:, :, :], a: u16[:, :], st: i32, m0: i32, k0: i32, tid: i32,
              vec: pyptx.constexpr):
     """Copy A[m0:m0+64, k0:k0+32] into stage `st` (two 8-half chunks per thread)."""
-    m = a.shape[0]
-    k = a.shape[1]
-    if vec and m0 + BM <= m and k0 + BK <= k:        # block-uniform: an interior tile
-        for i in pyptx.static_range(2):
-            c = tid + THREADS * i
-            pyptx.cp_async(sa, (st, c >> 2, (c & 3) * 8), a, (m0 + (c >> 2), k0 + (c & 3) * 8), 16)
-        return
     for i in pyptx.static_range(2):
         c = tid + THREADS * i
-        r = c >> 2
-        col = (c & 3) * 8
-        gr = m0 + r
-        gc = k0 + col
-        if vec and gr < m and gc + 8 <= k:
-            pyptx.cp_async(sa, (st, r, col), a, (gr, gc), 16)
-        else:
-            for e in pyptx.static_range(8):
-                sa[st, r, col + e] = a[gr, gc + e] if (gr < m and gc + e < k) else 0
+        _chunk(sa, st, c >> 2, (c & 3) * 8, a, m0 + (c >> 2), k0 + (c & 3) * 8, vec)
 
 
 @pyptx.func
 def _stage_b(sb: u16[:, :, :], b: u16[:, :], st: i32, k0: i32, n0: i32, tid: i32,
              vec: pyptx.constexpr):
     """Copy B[k0:k0+32, n0:n0+64] into stage `st` (two 8-half chunks per thread)."""
-    k = b.shape[0]
-    n = b.shape[1]
-    if vec and k0 + BK <= k and n0 + BN <= n:        # block-uniform: an interior tile
-        for i in pyptx.static_range(2):
-            c = tid + THREADS * i
-            pyptx.cp_async(sb, (st, c >> 3, (c & 7) * 8), b, (k0 + (c >> 3), n0 + (c & 7) * 8), 16)
-        return
     for i in pyptx.static_range(2):
         c = tid + THREADS * i
-        r = c >> 3
-        col = (c & 7) * 8
-        gr = k0 + r
-        gc = n0 + col
-        if vec and gr < k and gc + 8 <= n:
-            pyptx.cp_async(sb, (st, r, col), b, (gr, gc), 16)
-        else:
-            for e in pyptx.static_range(8):
-                sb[st, r, col + e] = b[gr, gc + e] if (gr < k and gc + e < n) else 0
+        _chunk(sb, st, c >> 3, (c & 7) * 8, b, k0 + (c >> 3), n0 + (c & 7) * 8, vec)
+
+
+@pyptx.func
+def _chunk(s: u16[:, :, :], st: i32, r: i32, col: i32, x: u16[:, :], gr: i32, gc: i32,
+           vec: pyptx.constexpr):
+    """x[gr, gc:gc+8] -> s[st, r, col:col+8], zeros past the edges of x.  vec: one 16-byte
+    zero-fill cp_async (rows 16-byte aligned); else element by element."""
+    rows = x.shape[0]
+    cols = x.shape[1]
+    if vec:
+        nb = min(max(cols - gc, 0), 8) * 2 if gr < rows else 0
+        pyptx.cp_async(s, (st, r, col), x, (gr, gc), 16, nb)
+    else:
+        for e in pyptx.static_range(8):
+            s[st, r, col + e] = x[gr, gc + e] if (gr < rows and gc + e < cols) else 0
 
 
 @pyptx.func
