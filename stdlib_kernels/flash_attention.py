@@ -28,10 +28,12 @@ import pyptx
 from pyptx import block_idx, f32, i32, thread_idx, u16
 
 from . import _validate as V
+from ._flash_tile import NEG_INF, finish, rescale, softmax_tile
+from .flash_attention_wide import (WIDE_MAX_D, WIDE_THREADS, WQ,
+                                   flash_attention_tc_wide_kernel)
 from ._warp import NEG_BIG, warp_sum
 
 LOG2E = 1.4426950408889634
-NEG_INF = -math.inf
 
 # ---- tensor-core kernel ----------------------------------------------------------------------
 
@@ -62,21 +64,6 @@ def _load_rows(buf: u16[:, :, :], slot0: i32, src: u16[:, :], row0: i32,
             rr = r & (BKV - 1)
             pyptx.cp_async(buf, (slot, rr, col), src, (row0 + r, col), 16,
                            16 if row0 + r < seq else 0)
-
-
-@pyptx.func
-def _masked(x: f32, col: i32, row: i32, sk: i32, shift: i32, causal: pyptx.constexpr):
-    """x, or -inf where key `col` is past the end or (causal) after query `row`'s last key."""
-    ok = col < sk
-    if causal:
-        ok = ok and col <= row + shift
-    return x if ok else NEG_INF
-
-
-@pyptx.func
-def _store_half(out: u16[:, :, :], head: i32, row: i32, col: i32, x: f32, bf: pyptx.constexpr):
-    if row < out.shape[1]:
-        out[head, row, col] = pyptx.bitcast(pyptx.bf16(x) if bf else pyptx.f16(x), u16)
 
 
 @pyptx.kernel
@@ -125,7 +112,6 @@ def flash_attention_tc_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:, :, :
     l0 = 0.0
     l1 = 0.0
     row0 = q0 + warp * 16 + g
-    row1 = row0 + 8
     for t in range(ntiles):
         kb = (t & 1) * 2
         if t + 1 < ntiles:
@@ -144,52 +130,12 @@ def flash_attention_tc_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:, :, :
                            pyptx.mma_sync(qf[ks], (kf[2], kf[3]), s[2 * jp + 1],
                                           atype="bf16" if bf else "f16"))
             s = ns
-        # ---- mask the tiles that cross the end of the keys or the causal diagonal ----
-        kv0 = t * BKV
-        edge = kv0 + BKV > sk
-        if causal:
-            edge = edge or kv0 + BKV - 1 > q0 + shift
-        if edge:
-            ns = ()
-            for j in pyptx.static_range(BKV // 8):
-                c = kv0 + j * 8 + t2
-                ns = ns + ((_masked(s[j][0], c, row0, sk, shift, causal),
-                            _masked(s[j][1], c + 1, row0, sk, shift, causal),
-                            _masked(s[j][2], c, row1, sk, shift, causal),
-                            _masked(s[j][3], c + 1, row1, sk, shift, causal)),)
-            s = ns
-        # ---- online softmax (base 2, scale folded into scale_log2) ----
-        mx0 = m0
-        mx1 = m1
-        for j in pyptx.static_range(BKV // 8):
-            mx0 = max(mx0, max(s[j][0], s[j][1]) * scale_log2)
-            mx1 = max(mx1, max(s[j][2], s[j][3]) * scale_log2)
-        for i in pyptx.static_range(2):
-            mx0 = max(mx0, pyptx.shfl_xor(mx0, 1 << i))
-            mx1 = max(mx1, pyptx.shfl_xor(mx1, 1 << i))
-        b0 = mx0 if mx0 != NEG_INF else 0.0
-        b1 = mx1 if mx1 != NEG_INF else 0.0
-        a0 = pyptx.math.fast_exp2(m0 - b0)
-        a1 = pyptx.math.fast_exp2(m1 - b1)
-        m0 = mx0
-        m1 = mx1
-        l0 = l0 * a0
-        l1 = l1 * a1
-        pf = ()
-        for j in pyptx.static_range(BKV // 8):
-            p0 = pyptx.math.fast_exp2(s[j][0] * scale_log2 - b0)
-            p1 = pyptx.math.fast_exp2(s[j][1] * scale_log2 - b0)
-            p2 = pyptx.math.fast_exp2(s[j][2] * scale_log2 - b1)
-            p3 = pyptx.math.fast_exp2(s[j][3] * scale_log2 - b1)
-            l0 = l0 + p0 + p1
-            l1 = l1 + p2 + p3
-            pf = pf + ((pyptx.pack2(p0, p1, pyptx.bf16 if bf else pyptx.f16),
-                        pyptx.pack2(p2, p3, pyptx.bf16 if bf else pyptx.f16)),)
-        # ---- O = O·alpha + P V (P's S-accumulator layout is the A-fragment layout) ----
-        no = ()
-        for j in pyptx.static_range(D // 8):
-            no = no + ((o[j][0] * a0, o[j][1] * a0, o[j][2] * a1, o[j][3] * a1),)
-        o = no
+        # ---- mask (edge tiles), online softmax, P; O rescaled only when a row's bias moved ----
+        pf, a0, a1, m0, m1, l0, l1, need = softmax_tile(s, t * BKV, q0, row0, t2, sk, shift, m0,
+                                                        m1, l0, l1, scale_log2, BKV // 8,
+                                                        causal, bf)
+        if need:
+            o = rescale(o, a0, a1, D // 8)
         for kk in pyptx.static_range(BKV // 16):
             pa = (pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0], pf[2 * kk + 1][1])
             no = ()
@@ -202,17 +148,7 @@ def flash_attention_tc_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:, :, :
                                           atype="bf16" if bf else "f16"))
             o = no
         pyptx.syncthreads()                 # this stage is refilled two tiles later
-    for i in pyptx.static_range(2):
-        l0 = l0 + pyptx.shfl_xor(l0, 1 << i)
-        l1 = l1 + pyptx.shfl_xor(l1, 1 << i)
-    inv0 = 1.0 / l0 if l0 > 0.0 else 0.0
-    inv1 = 1.0 / l1 if l1 > 0.0 else 0.0
-    for j in pyptx.static_range(D // 8):
-        col = j * 8 + t2
-        _store_half(out, bh, row0, col, o[j][0] * inv0, bf)
-        _store_half(out, bh, row0, col + 1, o[j][1] * inv0, bf)
-        _store_half(out, bh, row1, col, o[j][2] * inv1, bf)
-        _store_half(out, bh, row1, col + 1, o[j][3] * inv1, bf)
+    finish(out, o, l0, l1, bh, row0, t2, D // 8, bf)
 
 
 # ---- float32 SIMT kernel ----------------------------------------------------------------------
@@ -350,6 +286,15 @@ def _arrays(q, k, v):
     return kind, flat(q, sq), flat(k, sk), flat(v, sk), q.shape, h // hk
 
 
+def _positive_scale(q3: np.ndarray, scale_log2: np.float32):
+    """The tensor-core kernels take the row maximum of raw scores, so they need a scale > 0:
+    a negative scale is the same softmax with -q (exact: a sign-bit flip of the f16/bf16
+    bits), a zero scale a tiny positive one (2^(s * 1e-30) rounds to 1 for every score)."""
+    if scale_log2 < 0:
+        return q3 ^ np.uint16(0x8000), np.float32(-scale_log2)
+    return q3, max(scale_log2, np.float32(1e-30))
+
+
 def flash_attention_arrays(kind: str, q3: np.ndarray, k3: np.ndarray, v3: np.ndarray,
                            group: int, causal: bool, scale: float) -> np.ndarray:
     """The kernel launch on validated [b*h, seq, d] arrays (uint16 bits for 'f16'/'bf16')."""
@@ -364,13 +309,18 @@ def flash_attention_arrays(kind: str, q3: np.ndarray, k3: np.ndarray, v3: np.nda
             flash_attention_f32_kernel[(V.ceil_div(sq, SIMT_WARPS), bh), SIMT_WARPS * 32](
                 out, q3, k3, v3, group, scale_log2, dpl, kt, bool(causal), d % 4 == 0)
         return out
-    if d % 16 or d > TC_MAX_D:
+    if d % 16 or d > WIDE_MAX_D:
         raise ValueError(f"flash_attention: float16/bfloat16 head_dim must be a multiple of 16 "
-                         f"up to {TC_MAX_D}, got {d} (float32 takes any head_dim up to 256)")
+                         f"up to {WIDE_MAX_D}, got {d} (float32 takes any head_dim up to 256)")
     out = np.zeros((bh, sq, d), np.uint16)
     if bh and sq:
-        flash_attention_tc_kernel[(V.ceil_div(sq, BQ), bh), TC_THREADS](
-            out, q3, k3, v3, group, scale_log2, d, bool(causal), kind == "bf16")
+        q3, scale_log2 = _positive_scale(q3, scale_log2)
+        if d <= TC_MAX_D:
+            flash_attention_tc_kernel[(V.ceil_div(sq, BQ), bh), TC_THREADS](
+                out, q3, k3, v3, group, scale_log2, d, bool(causal), kind == "bf16")
+        else:
+            flash_attention_tc_wide_kernel[(V.ceil_div(sq, WQ), bh), WIDE_THREADS](
+                out, q3, k3, v3, group, scale_log2, d, bool(causal), kind == "bf16")
     return out
 
 
@@ -380,7 +330,7 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None) -
     q: `[heads, seq_q, d]` or `[batch, heads, seq_q, d]`, float32, float16 or bfloat16 (an
     ml_dtypes array); k, v: the same layout with `heads / group` heads and seq_k rows.  `scale`
     defaults to 1/sqrt(d).  causal: query i sees keys j <= i + seq_k - seq_q.  float16/bfloat16
-    run on tensor cores (f32 accumulation and softmax; head_dim a multiple of 16 up to 128).
+    run on tensor cores (f32 accumulation and softmax; head_dim a multiple of 16 up to 256).
     """
     kind, q3, k3, v3, shape, group = _arrays(q, k, v)
     if not isinstance(causal, (bool, np.bool_)):

@@ -1,0 +1,123 @@
+"""The per-tile softmax step and the output store of the tensor-core FlashAttention kernels
+(`flash_attention_tc_kernel`, head_dim <= 128, and `flash_attention_tc_wide_kernel`, head_dim
+144..256): both hold a warp's 16 query rows as m16n8 S/O fragments, so the masking, the
+online-softmax update and the re-packing of P into A fragments are the same code.
+
+Fragment rows: lane holds rows g = lane >> 2 (row0) and g + 8 (row1), columns 2t, 2t + 1 of each
+8-key n-tile (t = lane & 3); the four lanes of a group share a row, so row reductions are two
+`shfl_xor` steps.
+"""
+from __future__ import annotations
+
+import math
+
+import pyptx
+from pyptx import f32, i32, u16
+
+#: how far (base 2) a row maximum may grow before the bias of P and O moves with it
+SLACK = 8.0
+
+NEG_INF = -math.inf
+
+
+@pyptx.func
+def _masked(x: f32, col: i32, row: i32, sk: i32, shift: i32, causal: pyptx.constexpr):
+    """x, or -inf where key `col` is past the end or (causal) after query `row`'s last key."""
+    ok = col < sk
+    if causal:
+        ok = ok and col <= row + shift
+    return x if ok else NEG_INF
+
+
+@pyptx.func
+def softmax_tile(s, kv0: i32, q0: i32, row0: i32, t2: i32, sk: i32, shift: i32, m0: f32,
+                 m1: f32, l0: f32, l1: f32, c: f32, NT: pyptx.constexpr,
+                 causal: pyptx.constexpr, bf: pyptx.constexpr):
+    """One tile of raw scores `s` (NT n-tiles of 8 keys from key kv0; q0 is the block's first
+    query, row0 this lane's first row, t2 its first column) -> (pf, a0, a1, m0, m1, l0, l1, need).
+
+    * Keys past the end or (causal) after a row's last key are masked, on the tiles that have
+      any (a block-uniform test).
+    * c = scale * log2(e) > 0 (the host makes it so), hence max(s) * c = max(s * c): the row
+      maximum is taken on raw scores and scaled once.
+    * m is the bias of the row's probabilities p = 2^(s c - m).  It moves only when the tile's
+      maximum exceeds it by more than SLACK, so p <= 2^SLACK (exact in f16/bf16 P fragments, and
+      O, l in f32 share the bias, so out = O / l is unchanged); a0/a1 (O's factors) are then 1
+      and `need` (warp-uniform) is False when no row of the warp moved: the caller skips the
+      rescale of O.
+    * pf: P re-packed as m16n8k16 A-fragment words, two per n-tile."""
+    row1 = row0 + 8
+    edge = kv0 + NT * 8 > sk
+    if causal:
+        edge = edge or kv0 + NT * 8 - 1 > q0 + shift
+    if edge:
+        ns = ()
+        for j in pyptx.static_range(NT):
+            cc = kv0 + j * 8 + t2
+            ns = ns + ((_masked(s[j][0], cc, row0, sk, shift, causal),
+                        _masked(s[j][1], cc + 1, row0, sk, shift, causal),
+                        _masked(s[j][2], cc, row1, sk, shift, causal),
+                        _masked(s[j][3], cc + 1, row1, sk, shift, causal)),)
+        s = ns
+    mx0 = max(s[0][0], s[0][1])
+    mx1 = max(s[0][2], s[0][3])
+    for j in pyptx.static_range(1, NT):
+        mx0 = max(mx0, max(s[j][0], s[j][1]))
+        mx1 = max(mx1, max(s[j][2], s[j][3]))
+    for i in pyptx.static_range(2):
+        mx0 = max(mx0, pyptx.shfl_xor(mx0, 1 << i))
+        mx1 = max(mx1, pyptx.shfl_xor(mx1, 1 << i))
+    mx0 = mx0 * c
+    mx1 = mx1 * c
+    n0 = mx0 if mx0 > m0 + SLACK else m0
+    n1 = mx1 if mx1 > m1 + SLACK else m1
+    need = pyptx.vote_any(n0 != m0 or n1 != m1)
+    b0 = n0 if n0 != NEG_INF else 0.0
+    b1 = n1 if n1 != NEG_INF else 0.0
+    a0 = pyptx.math.fast_exp2(m0 - b0)
+    a1 = pyptx.math.fast_exp2(m1 - b1)
+    l0 = l0 * a0
+    l1 = l1 * a1
+    pf = ()
+    for j in pyptx.static_range(NT):
+        p0 = pyptx.math.fast_exp2(s[j][0] * c - b0)
+        p1 = pyptx.math.fast_exp2(s[j][1] * c - b0)
+        p2 = pyptx.math.fast_exp2(s[j][2] * c - b1)
+        p3 = pyptx.math.fast_exp2(s[j][3] * c - b1)
+        l0 = l0 + p0 + p1
+        l1 = l1 + p2 + p3
+        pf = pf + ((pyptx.pack2(p0, p1, pyptx.bf16 if bf else pyptx.f16),
+                    pyptx.pack2(p2, p3, pyptx.bf16 if bf else pyptx.f16)),)
+    return pf, a0, a1, n0, n1, l0, l1, need
+
+
+@pyptx.func
+def rescale(o, a0: f32, a1: f32, NJ: pyptx.constexpr):
+    """O fragments (NJ n-tiles) times the rows' factors."""
+    no = ()
+    for j in pyptx.static_range(NJ):
+        no = no + ((o[j][0] * a0, o[j][1] * a0, o[j][2] * a1, o[j][3] * a1),)
+    return no
+
+
+@pyptx.func
+def _store_half(out: u16[:, :, :], head: i32, row: i32, col: i32, x: f32, bf: pyptx.constexpr):
+    if row < out.shape[1]:
+        out[head, row, col] = pyptx.bitcast(pyptx.bf16(x) if bf else pyptx.f16(x), u16)
+
+
+@pyptx.func
+def finish(out: u16[:, :, :], o, l0: f32, l1: f32, bh: i32, row0: i32, t2: i32,
+           NJ: pyptx.constexpr, bf: pyptx.constexpr):
+    """out rows row0, row0 + 8 = O / l (0 for a row that saw no key), as f16 or bf16 bits."""
+    for i in pyptx.static_range(2):
+        l0 = l0 + pyptx.shfl_xor(l0, 1 << i)
+        l1 = l1 + pyptx.shfl_xor(l1, 1 << i)
+    inv0 = 1.0 / l0 if l0 > 0.0 else 0.0
+    inv1 = 1.0 / l1 if l1 > 0.0 else 0.0
+    for j in pyptx.static_range(NJ):
+        col = j * 8 + t2
+        _store_half(out, bh, row0, col, o[j][0] * inv0, bf)
+        _store_half(out, bh, row0, col + 1, o[j][1] * inv0, bf)
+        _store_half(out, bh, row0 + 8, col, o[j][2] * inv1, bf)
+        _store_half(out, bh, row0 + 8, col + 1, o[j][3] * inv1, bf)
