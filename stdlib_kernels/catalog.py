@@ -14,6 +14,7 @@ from .elementwise import add_kernel
 from .gemm import TILED_THREADS, gemm_naive_kernel, gemm_tiled_kernel
 from .gemm_tc import gemm_tc_kernel
 from .flash_attention import flash_attention_f32_kernel, flash_attention_tc_kernel
+from .flash_attention_wide import flash_attention_tc_wide_kernel, passes as wide_passes
 from .norms import layernorm_kernel, rmsnorm_kernel
 from .paged import paged_attention_kernel, paged_kv_scatter_kernel, paged_merge_kernel
 from ._rows import row_config
@@ -85,6 +86,11 @@ SPECIALISATIONS: tuple[Specialisation, ...] = (
     *(Specialisation(f"flash_attention_tc[D={d},causal={c},{'bf16' if bf else 'f16'}]",
                      flash_attention_tc_kernel, {"D": d, "causal": c, "bf": bf})
       for d in (64, 128) for c in (False, True) for bf in (False, True)),
+    *(Specialisation(f"flash_attention_tc_wide[D={d},C0={c0},DV={dv},causal={c},"
+                     f"{'bf16' if bf else 'f16'}]", flash_attention_tc_wide_kernel,
+                     {"D": d, "C0": c0, "DV": dv, "causal": c, "bf": bf})
+      for d in (144, 192, 240, 256) for c0, dv in wide_passes(d) for c in (False, True)
+      for bf in ((False, True) if d == 256 else (False,))),
     *(Specialisation(f"flash_attention_f32[DPL={dpl},causal={c}]", flash_attention_f32_kernel,
                      {"DPL": dpl, "KT": 32 if dpl <= 4 else 16, "causal": c, "VEC": True})
       for dpl in (2, 4) for c in (False, True)),

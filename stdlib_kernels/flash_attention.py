@@ -30,7 +30,7 @@ from pyptx import block_idx, f32, i32, thread_idx, u16
 from . import _validate as V
 from ._flash_tile import NEG_INF, finish, rescale, softmax_tile
 from .flash_attention_wide import (WIDE_MAX_D, WIDE_THREADS, WQ,
-                                   flash_attention_tc_wide_kernel)
+                                   flash_attention_tc_wide_kernel, passes as wide_passes)
 from ._warp import NEG_BIG, warp_sum
 
 LOG2E = 1.4426950408889634
@@ -319,8 +319,10 @@ def flash_attention_arrays(kind: str, q3: np.ndarray, k3: np.ndarray, v3: np.nda
             flash_attention_tc_kernel[(V.ceil_div(sq, BQ), bh), TC_THREADS](
                 out, q3, k3, v3, group, scale_log2, d, bool(causal), kind == "bf16")
         else:
-            flash_attention_tc_wide_kernel[(V.ceil_div(sq, WQ), bh), WIDE_THREADS](
-                out, q3, k3, v3, group, scale_log2, d, bool(causal), kind == "bf16")
+            for c0, dv in wide_passes(d):
+                flash_attention_tc_wide_kernel[(V.ceil_div(sq, WQ), bh), WIDE_THREADS](
+                    out, q3, k3, v3, group, scale_log2, d, c0, dv, bool(causal),
+                    kind == "bf16")
     return out
 
 

@@ -39,28 +39,38 @@ def _col(row: i32, col: i32, SWZ: pyptx.constexpr):
 
 @pyptx.func
 def _load(buf: u16[:, :], at: i32, src: u16[:, :], row0: i32, nrows: pyptx.constexpr,
-          D: pyptx.constexpr, tid: i32, SWZ: pyptx.constexpr):
-    """Rows [row0, row0 + nrows) of src -> buf rows at, at + 1, ... (at % 8 == 0), 16 bytes per
-    zero-fill cp_async (rows past the end of src land as zeros, nothing is read for them)."""
+          c0: pyptx.constexpr, W: pyptx.constexpr, tid: i32, SWZ: pyptx.constexpr):
+    """src[row0:row0 + nrows, c0:c0 + W] -> buf rows at, at + 1, ... (at % 8 == 0), columns
+    0..W-1, 16 bytes per zero-fill cp_async (rows past the end of src land as zeros, nothing is
+    read for them)."""
     seq = src.shape[0]
-    cpr = D // 8
+    cpr = W // 8
     total = nrows * cpr
     for i in pyptx.static_range((total + WIDE_THREADS - 1) // WIDE_THREADS):
         c = tid + WIDE_THREADS * i
         if total % WIDE_THREADS == 0 or c < total:
             r = c // cpr
             col = (c - r * cpr) * 8
-            pyptx.cp_async(buf, (at + r, _col(r, col, SWZ)), src, (row0 + r, col), 16,
+            pyptx.cp_async(buf, (at + r, _col(r, col, SWZ)), src, (row0 + r, c0 + col), 16,
                            16 if row0 + r < seq else 0)
+
+
+def passes(d: int) -> tuple[tuple[int, int], ...]:
+    """The (C0, DV) launches for head_dim d: O's columns [C0, C0 + DV) per launch.  Up to 192 one
+    launch holds all of O (at most 96 f32 registers per lane); above, two launches split O's
+    columns at 128 and each recomputes S = Q Kᵀ (1.5x the MMAs of one pass at d = 256) - one
+    pass would need O's 128 registers plus the shared addresses, past 255 (spills)."""
+    return ((0, d),) if d <= 192 else ((0, 128), (128, d - 128))
 
 
 @pyptx.kernel
 def flash_attention_tc_wide_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:, :, :],
                                    v: u16[:, :, :], group: i32, scale_log2: f32,
-                                   D: pyptx.constexpr, causal: pyptx.constexpr,
+                                   D: pyptx.constexpr, C0: pyptx.constexpr,
+                                   DV: pyptx.constexpr, causal: pyptx.constexpr,
                                    bf: pyptx.constexpr):
-    """out[bh] = attention(q[bh], k[bh // group], v[bh // group]) for one 64-row query tile
-    (f16 or bf16 bits); scale_log2 > 0."""
+    """out[bh, :, C0:C0 + DV] = attention(q[bh], k[bh // group], v[bh // group])[:, C0:C0 + DV]
+    for one 64-row query tile (f16 or bf16 bits); scale_log2 > 0."""
     SWZ = D == 256              # unpadded, swizzled rows; else padded by 8 halves
     buf = pyptx.shared.array((WQ + 2 * WKV, D if D == 256 else D + 8), u16)   # Q, K, V rows
     KR = WQ
@@ -85,12 +95,12 @@ def flash_attention_tc_wide_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:,
     if causal:
         kv_end = min(sk, q0 + WQ + shift)
     ntiles = (kv_end + WKV - 1) // WKV
-    _load(buf, 0, q[bh], q0, WQ, D, tid, SWZ)
+    _load(buf, 0, q[bh], q0, WQ, 0, D, tid, SWZ)
     if ntiles > 0:
-        _load(buf, KR, kh, 0, WKV, D, tid, SWZ)
+        _load(buf, KR, kh, 0, WKV, 0, D, tid, SWZ)
     pyptx.cp_async_wait(1)                          # group [Q, K0]
     if ntiles > 0:
-        _load(buf, VR, vh, 0, WKV, D, tid, SWZ)
+        _load(buf, VR, vh, 0, WKV, C0, DV, tid, SWZ)
     qr = warp * 16 + l16                            # this lane's ldmatrix rows
     kr = KR + hi16 + l8
     vr = VR + l16
@@ -99,7 +109,7 @@ def flash_attention_tc_wide_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:,
     cq = ()
     for j in pyptx.static_range(4):
         cq = cq + (_col(l8, 16 * j + hi16, SWZ),)
-    o = ((0.0, 0.0, 0.0, 0.0),) * (D // 8)
+    o = ((0.0, 0.0, 0.0, 0.0),) * (DV // 8)
     m0 = NEG_INF
     m1 = NEG_INF
     l0 = 0.0
@@ -118,17 +128,18 @@ def flash_attention_tc_wide_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:,
             s1 = pyptx.mma_sync(qa, (kf[2], kf[3]), s1, atype="bf16" if bf else "f16")
         pyptx.syncthreads()                         # every warp is done with K(t)
         if t + 1 < ntiles:
-            _load(buf, KR, kh, (t + 1) * WKV, WKV, D, tid, SWZ)
+            _load(buf, KR, kh, (t + 1) * WKV, WKV, 0, D, tid, SWZ)
         pf, a0, a1, m0, m1, l0, l1, need = softmax_tile((s0, s1), t * WKV, q0, row0, t2, sk,
                                                         shift, m0, m1, l0, l1, scale_log2, 2,
                                                         causal, bf)
-        o = rescale(o, a0, a1, D // 8)
+        if need:
+            o = rescale(o, a0, a1, DV // 8)
         pyptx.cp_async_wait(1)                      # closes [K(t+1)]; V(t) has landed
         pyptx.syncthreads()
         # ---- O += P V(t) ----
         pa = (pf[0][0], pf[0][1], pf[1][0], pf[1][1])
         no = ()
-        for jp in pyptx.static_range(D // 16):
+        for jp in pyptx.static_range(DV // 16):
             vf = pyptx.ldmatrix(buf, (vr, cq[jp & 3] + 64 * (jp >> 2)), count=4, trans=True)
             no = no + (pyptx.mma_sync(pa, (vf[0], vf[1]), o[2 * jp],
                                       atype="bf16" if bf else "f16"),
@@ -137,6 +148,6 @@ def flash_attention_tc_wide_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:,
         o = no
         pyptx.syncthreads()                         # every warp is done with V(t)
         if t + 1 < ntiles:
-            _load(buf, VR, vh, (t + 1) * WKV, WKV, D, tid, SWZ)
+            _load(buf, VR, vh, (t + 1) * WKV, WKV, C0, DV, tid, SWZ)
     pyptx.cp_async_wait(0)
-    finish(out, o, l0, l1, bh, row0, t2, D // 8, bf)
+    finish(out, o, l0, l1, bh, row0, C0 + t2, DV // 8, bf)

@@ -12,7 +12,8 @@ import pyptx
 import stdlib_kernels as sk
 from pyptx.bfloat16 import from_bf16, to_bf16
 from stdlib_kernels.flash_attention import LOG2E, flash_attention_arrays
-from stdlib_kernels.flash_attention_wide import WIDE_THREADS, WQ, flash_attention_tc_wide_kernel
+from stdlib_kernels.flash_attention_wide import (WIDE_THREADS, WQ, flash_attention_tc_wide_kernel,
+                                                 passes)
 
 from test_stdlib_flash_attention import reference
 
@@ -58,9 +59,10 @@ def test_wide_every_output_written_and_sanitizer_clean():
     q, k, v = _qkv((2, 21, 256), (1, 23, 256))
     out = np.full(q.shape, 0x7E00, np.uint16)                    # f16 NaN
     with pyptx.sanitize(race=True, init=True):
-        flash_attention_tc_wide_kernel[(-(-21 // WQ), 2), WIDE_THREADS](
-            out, *(x.view(np.uint16) for x in (q, k, v)), 2, np.float32(LOG2E / 16), 256,
-            True, False)
+        for c0, dv in passes(256):
+            flash_attention_tc_wide_kernel[(-(-21 // WQ), 2), WIDE_THREADS](
+                out, *(x.view(np.uint16) for x in (q, k, v)), 2, np.float32(LOG2E / 16), 256,
+                c0, dv, True, False)
     assert _err(out.view(np.float16), reference(q, k, v, True)) < 2e-3
 
 
