@@ -14,6 +14,8 @@ import math
 import pyptx
 from pyptx import f32, i32, u16
 
+#: softmax_tile's MASK: test the tile / it needs no mask / mask it
+TEST, PLAIN, MASKED = 0, 1, 2
 #: how far (base 2) a row maximum may grow before the bias of P and O moves with it
 SLACK = 8.0
 
@@ -30,14 +32,27 @@ def _masked(x: f32, col: i32, row: i32, sk: i32, shift: i32, causal: pyptx.const
 
 
 @pyptx.func
+def _mask_tile(s, kv0: i32, row0: i32, t2: i32, sk: i32, shift: i32, NT: pyptx.constexpr,
+               causal: pyptx.constexpr):
+    ns = ()
+    for j in pyptx.static_range(NT):
+        cc = kv0 + j * 8 + t2
+        ns = ns + ((_masked(s[j][0], cc, row0, sk, shift, causal),
+                    _masked(s[j][1], cc + 1, row0, sk, shift, causal),
+                    _masked(s[j][2], cc, row0 + 8, sk, shift, causal),
+                    _masked(s[j][3], cc + 1, row0 + 8, sk, shift, causal)),)
+    return ns
+
+
+@pyptx.func
 def softmax_tile(s, kv0: i32, q0: i32, row0: i32, t2: i32, sk: i32, shift: i32, m0: f32,
                  m1: f32, l0: f32, l1: f32, c: f32, NT: pyptx.constexpr,
-                 causal: pyptx.constexpr, bf: pyptx.constexpr):
+                 causal: pyptx.constexpr, bf: pyptx.constexpr, MASK: pyptx.constexpr = 0):
     """One tile of raw scores `s` (NT n-tiles of 8 keys from key kv0; q0 is the block's first
     query, row0 this lane's first row, t2 its first column) -> (pf, a0, a1, m0, m1, l0, l1, need).
 
-    * Keys past the end or (causal) after a row's last key are masked, on the tiles that have
-      any (a block-uniform test).
+    * Keys past the end or (causal) after a row's last key are masked: MASK TEST tests whether
+      the tile has any (block-uniform); PLAIN / MASKED: the caller knows it has none / some.
     * c = scale * log2(e) > 0 (the host makes it so), hence max(s) * c = max(s * c): the row
       maximum is taken on raw scores and scaled once.
     * m is the bias of the row's probabilities p = 2^(s c - m).  It moves only when the tile's
@@ -46,19 +61,14 @@ def softmax_tile(s, kv0: i32, q0: i32, row0: i32, t2: i32, sk: i32, shift: i32, 
       and `need` (warp-uniform) is False when no row of the warp moved: the caller skips the
       rescale of O.
     * pf: P re-packed as m16n8k16 A-fragment words, two per n-tile."""
-    row1 = row0 + 8
-    edge = kv0 + NT * 8 > sk
-    if causal:
-        edge = edge or kv0 + NT * 8 - 1 > q0 + shift
-    if edge:
-        ns = ()
-        for j in pyptx.static_range(NT):
-            cc = kv0 + j * 8 + t2
-            ns = ns + ((_masked(s[j][0], cc, row0, sk, shift, causal),
-                        _masked(s[j][1], cc + 1, row0, sk, shift, causal),
-                        _masked(s[j][2], cc, row1, sk, shift, causal),
-                        _masked(s[j][3], cc + 1, row1, sk, shift, causal)),)
-        s = ns
+    if MASK == TEST:
+        edge = kv0 + NT * 8 > sk
+        if causal:
+            edge = edge or kv0 + NT * 8 - 1 > q0 + shift
+        if edge:                    # block-uniform
+            s = _mask_tile(s, kv0, row0, t2, sk, shift, NT, causal)
+    elif MASK == MASKED:
+        s = _mask_tile(s, kv0, row0, t2, sk, shift, NT, causal)
     mx0 = max(s[0][0], s[0][1])
     mx1 = max(s[0][2], s[0][3])
     for j in pyptx.static_range(1, NT):

@@ -28,7 +28,7 @@ import pyptx
 from pyptx import block_idx, f32, i32, thread_idx, u16
 
 from . import _validate as V
-from ._flash_tile import NEG_INF, finish, rescale, softmax_tile
+from ._flash_tile import MASKED, NEG_INF, PLAIN, finish, rescale, softmax_tile
 from .flash_attention_wide import (WIDE_MAX_D, WIDE_THREADS, WQ,
                                    flash_attention_tc_wide_kernel, passes as wide_passes)
 from ._warp import NEG_BIG, warp_sum
@@ -66,6 +66,58 @@ def _load_rows(buf: u16[:, :, :], slot0: i32, src: u16[:, :], row0: i32,
                            16 if row0 + r < seq else 0)
 
 
+@pyptx.func
+def _tc_step(buf: u16[:, :, :], kh: u16[:, :], vh: u16[:, :], t: i32, ntiles: i32, qf, st,
+             q0: i32, row0: i32, sk: i32, shift: i32, c: f32, tid: i32, lane: i32,
+             D: pyptx.constexpr, causal: pyptx.constexpr, bf: pyptx.constexpr,
+             MASK: pyptx.constexpr):
+    """Key tile t: issue tile t+1's copies, S = Q Kᵀ, the softmax step (MASK: PLAIN/MASKED), O =
+    O a + P V.  st = (o, m0, m1, l0, l1) in and out.  Two loops call it, so the tiles that need
+    no mask run a body without the mask's test, selects and register copies."""
+    o, m0, m1, l0, l1 = st
+    t2 = (lane & 3) * 2
+    l16 = lane & 15
+    l8 = lane & 7
+    hi16 = (lane >> 4) * 8              # +8 for lanes 16..31
+    hi8 = ((lane >> 3) & 1) * 8         # +8 for lanes 8..15 and 24..31
+    kb = (t & 1) * 2
+    if t + 1 < ntiles:
+        _load_rows(buf, 2 - kb, kh, (t + 1) * BKV, BKV, D, tid)
+        _load_rows(buf, 3 - kb, vh, (t + 1) * BKV, BKV, D, tid)
+    pyptx.cp_async_wait(1)
+    pyptx.syncthreads()
+    # ---- S = Q Kᵀ: 16 rows x 32 keys per warp, 4 n-tiles of 8 keys ----
+    s = ((0.0, 0.0, 0.0, 0.0),) * (BKV // 8)
+    for ks in pyptx.static_range(D // 16):
+        ns = ()
+        for jp in pyptx.static_range(BKV // 16):
+            kf = pyptx.ldmatrix(buf, (kb, jp * 16 + hi16 + l8, ks * 16 + hi8), count=4)
+            ns = ns + (pyptx.mma_sync(qf[ks], (kf[0], kf[1]), s[2 * jp],
+                                      atype="bf16" if bf else "f16"),
+                       pyptx.mma_sync(qf[ks], (kf[2], kf[3]), s[2 * jp + 1],
+                                      atype="bf16" if bf else "f16"))
+        s = ns
+    # ---- mask, online softmax, P; O rescaled only when a row's bias moved ----
+    pf, a0, a1, m0, m1, l0, l1, need = softmax_tile(s, t * BKV, q0, row0, t2, sk, shift, m0, m1,
+                                                    l0, l1, c, BKV // 8, causal, bf, MASK)
+    if need:
+        o = rescale(o, a0, a1, D // 8)
+    # ---- O += P V (P's S-accumulator layout is the A-fragment layout) ----
+    for kk in pyptx.static_range(BKV // 16):
+        pa = (pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0], pf[2 * kk + 1][1])
+        no = ()
+        for jp in pyptx.static_range(D // 16):
+            vf = pyptx.ldmatrix(buf, (kb + 1, kk * 16 + l16, jp * 16 + hi16), count=4,
+                                trans=True)
+            no = no + (pyptx.mma_sync(pa, (vf[0], vf[1]), o[2 * jp],
+                                      atype="bf16" if bf else "f16"),
+                       pyptx.mma_sync(pa, (vf[2], vf[3]), o[2 * jp + 1],
+                                      atype="bf16" if bf else "f16"))
+        o = no
+    pyptx.syncthreads()                 # this stage is refilled two tiles later
+    return o, m0, m1, l0, l1
+
+
 @pyptx.kernel
 def flash_attention_tc_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:, :, :],
                               v: u16[:, :, :], group: i32, scale_log2: f32, D: pyptx.constexpr,
@@ -85,9 +137,7 @@ def flash_attention_tc_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:, :, :
     g = lane >> 2
     t2 = (lane & 3) * 2
     l16 = lane & 15
-    l8 = lane & 7
     hi16 = (lane >> 4) * 8              # +8 for lanes 16..31
-    hi8 = ((lane >> 3) & 1) * 8         # +8 for lanes 8..15 and 24..31
     shift = sk - sq
     kv_end = sk
     if causal:
@@ -112,42 +162,19 @@ def flash_attention_tc_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:, :, :
     l0 = 0.0
     l1 = 0.0
     row0 = q0 + warp * 16 + g
-    for t in range(ntiles):
-        kb = (t & 1) * 2
-        if t + 1 < ntiles:
-            _load_rows(buf, 2 - kb, kh, (t + 1) * BKV, BKV, D, tid)
-            _load_rows(buf, 3 - kb, vh, (t + 1) * BKV, BKV, D, tid)
-        pyptx.cp_async_wait(1)
-        pyptx.syncthreads()
-        # ---- S = Q Kᵀ: 16 rows x 32 keys per warp, 4 n-tiles of 8 keys ----
-        s = ((0.0, 0.0, 0.0, 0.0),) * (BKV // 8)
-        for ks in pyptx.static_range(D // 16):
-            ns = ()
-            for jp in pyptx.static_range(BKV // 16):
-                kf = pyptx.ldmatrix(buf, (kb, jp * 16 + hi16 + l8, ks * 16 + hi8), count=4)
-                ns = ns + (pyptx.mma_sync(qf[ks], (kf[0], kf[1]), s[2 * jp],
-                                          atype="bf16" if bf else "f16"),
-                           pyptx.mma_sync(qf[ks], (kf[2], kf[3]), s[2 * jp + 1],
-                                          atype="bf16" if bf else "f16"))
-            s = ns
-        # ---- mask (edge tiles), online softmax, P; O rescaled only when a row's bias moved ----
-        pf, a0, a1, m0, m1, l0, l1, need = softmax_tile(s, t * BKV, q0, row0, t2, sk, shift, m0,
-                                                        m1, l0, l1, scale_log2, BKV // 8,
-                                                        causal, bf)
-        if need:
-            o = rescale(o, a0, a1, D // 8)
-        for kk in pyptx.static_range(BKV // 16):
-            pa = (pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0], pf[2 * kk + 1][1])
-            no = ()
-            for jp in pyptx.static_range(D // 16):
-                vf = pyptx.ldmatrix(buf, (kb + 1, kk * 16 + l16, jp * 16 + hi16), count=4,
-                                    trans=True)
-                no = no + (pyptx.mma_sync(pa, (vf[0], vf[1]), o[2 * jp],
-                                          atype="bf16" if bf else "f16"),
-                           pyptx.mma_sync(pa, (vf[2], vf[3]), o[2 * jp + 1],
-                                          atype="bf16" if bf else "f16"))
-            o = no
-        pyptx.syncthreads()                 # this stage is refilled two tiles later
+    # tiles [0, n_plain) need no mask (inside the keys, on or below every row's diagonal)
+    n_plain = sk // BKV
+    if causal:
+        n_plain = min(n_plain, max((q0 + shift + 1) // BKV, 0))
+    n_plain = min(n_plain, ntiles)
+    st = (o, m0, m1, l0, l1)
+    for t in range(n_plain):
+        st = _tc_step(buf, kh, vh, t, ntiles, qf, st, q0, row0, sk, shift, scale_log2, tid,
+                      lane, D, causal, bf, PLAIN)
+    for t in range(n_plain, ntiles):
+        st = _tc_step(buf, kh, vh, t, ntiles, qf, st, q0, row0, sk, shift, scale_log2, tid,
+                      lane, D, causal, bf, MASKED)
+    o, m0, m1, l0, l1 = st
     finish(out, o, l0, l1, bh, row0, t2, D // 8, bf)
 
 
