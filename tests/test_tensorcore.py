@@ -412,3 +412,15 @@ def test_ldmatrix_memcheck():
     ldmatrix_at[1, 32](out, m, 0)
     with pytest.raises(pyptx.MemoryFault, match="shared"):
         ldmatrix_at[1, 32](out, m, 1)             # lane 15 addresses row 16 of 16
+
+
+def test_pack2_is_one_conversion_from_sm80():
+    """f32 pairs pack with one cvt.rn.{f16x2,bf16x2}.f32 on sm_80+ (hi first, as PTX orders
+    it); f16 on sm_75 falls back to two conversions and a shift (test_pack2_unpack2 checks the
+    values on the default arch)."""
+    import re
+    for kind in ("f16", "bf16"):
+        ptx = pyptx.compile(pack_roundtrip, arch="sm_80", constexprs={"bf": kind == "bf16"}).ptx
+        assert re.search(rf"cvt\.rn\.{kind}x2\.f32 %r\d+, %f\d+, %f\d+;", ptx)
+    ptx = pyptx.compile(pack_roundtrip, arch="sm_75", constexprs={"bf": False}).ptx
+    assert "f16x2" not in ptx and "cvt.rn.f16.f32" in ptx

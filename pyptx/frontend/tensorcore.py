@@ -7,6 +7,8 @@ kernel keeps them in registers and unpacks them like any tuple.  `pack2`/`unpack
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import types as T
 from . import arith, memory
 from .intrinsics import intrinsic, scalar_arg
@@ -87,12 +89,20 @@ def _ldmatrix(cx, smem, idx, count, trans):
                                  trans=trans))
 
 
+def _exact_f32(v) -> bool:
+    """A Python number that f32 holds exactly (so rounding it to f32 first changes nothing)."""
+    return not isinstance(v, bool) and float(np.float32(v)) == v
+
+
 @intrinsic("pack2", "lo", "hi", "dtype")
 def _pack2(cx, lo, hi, dtype):
     ht = _half_type(cx, dtype, "pack2()'s dtype")
-    words = []
-    for v, what in ((lo, "lo"), (hi, "hi")):
-        scalar_arg(cx, v, f"pack2()'s {what}")
+    kinds = [scalar_arg(cx, v, f"pack2()'s {w}") for v, w in ((lo, "lo"), (hi, "hi"))]
+    if all(t == T.f32 or (is_const(v) and _exact_f32(v)) for t, v in zip(kinds, (lo, hi))):
+        return arith.emit(cx, "pack2", [arith.convert(cx, lo, T.f32),
+                                        arith.convert(cx, hi, T.f32)], T.u32, dtype=ht.name)
+    words = []      # other types convert to the half type directly (no double rounding)
+    for v in (lo, hi):
         h = arith.convert(cx, v, ht)
         bits = arith.emit(cx, "bitcast", [h], T.u16)
         words.append(arith.convert(cx, bits, T.u32))

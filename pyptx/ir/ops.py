@@ -143,6 +143,10 @@ OPS: dict[str, OpInfo] = _t([
            "warp-collective PTX ldmatrix.sync.aligned.m8n8.x<count>[.trans].shared.b16: p is a "
            "ptr.shared (this lane's row address).  T VecType(u32, count), read with `lane`.  "
            "attrs count in {1,2,4}, trans (bool)"),
+    OpInfo("pack2", "lo, hi", 2, False, True,
+           "T u32: f32 lo and hi rounded to nearest-even f16/bf16 (attrs dtype), lo in bits "
+           "0..15 (PTX cvt.rn.{f16x2,bf16x2}.f32 d, hi, lo on sm_80+).  Not marked pure: no "
+           "folding rule exists for it, so the passes leave it where it is"),
     OpInfo("cp_async", "dst, src[, src_bytes]", None, False, False,
            "PTX cp.async: copy attrs nbytes (4, 8, 16) from src (ptr.global) to dst (ptr.shared), "
            "asynchronously: the copy belongs to the next committed group.  With src_bytes (u32, "

@@ -1,4 +1,4 @@
-"""Lowerings of the tensor-core and async-copy ops: `mma`, `ldmatrix`, `cp_async`,
+"""Lowerings of the tensor-core and async-copy ops: `mma`, `ldmatrix`, `pack2`, `cp_async`,
 `cp_async_wait` (sm_80+; the fragment layouts are drawn in docs/tensor-cores.md).
 
 `mma` and `ldmatrix` produce several registers: their IR result is a VecType value whose
@@ -6,6 +6,7 @@ registers (allocated once, `lower_vector._lanes`) are named by `lane` ops, as fo
 """
 from __future__ import annotations
 
+from .. import types as T
 from ..ir.core import Const
 from .emitter import lowers
 from .lower_vector import _lanes
@@ -52,3 +53,26 @@ def lower_cp_async_wait(em, ins) -> None:
     em.need("cp.async", ins)
     em.i("cp.async.commit_group")
     em.i(f"cp.async.wait_group {int(ins.attrs['n'])}")
+
+
+@lowers("pack2")
+def lower_pack2(em, ins) -> None:
+    """One cvt.rn.{f16x2,bf16x2}.f32 on sm_80+ (F2FP in SASS: one instruction for the word);
+    f16 below sm_80: two conversions, widened, shifted and or-ed."""
+    dt = ins.attrs["dtype"]
+    lo, hi = (em.reg(v) for v in ins.operands)
+    d = em.dst(ins)
+    if em.sm >= 80 or dt == "bf16":
+        em.need("cvt.f16x2.f32", ins)
+        em.i(f"cvt.rn.{dt}x2.f32 {d}, {hi}, {lo}")
+        return
+    words = []
+    for x in (lo, hi):
+        h, b, w = em.tmp(T.f16), em.tmp(T.u16), em.tmp(T.u32)
+        em.i(f"cvt.rn.f16.f32 {h}, {x}")
+        em.i(f"mov.b16 {b}, {h}")
+        em.i(f"cvt.u32.u16 {w}, {b}")
+        words.append(w)
+    high = em.tmp(T.u32)
+    em.i(f"shl.b32 {high}, {words[1]}, 16")
+    em.i(f"or.b32 {d}, {words[0]}, {high}")

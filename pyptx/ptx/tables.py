@@ -190,6 +190,7 @@ FEATURES: dict[str, tuple[int, int]] = {
     "cp.async": (70, 80),
     "match.sync": (60, 70),
     "bar.red": (60, 30),
+    "cvt.f16x2.f32": (70, 80),    # cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32: two f32 -> one word
 }
 
 _ARCH_RE = re.compile(r"^sm_(\d+)([af]?)$")

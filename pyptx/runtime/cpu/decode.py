@@ -305,6 +305,9 @@ def _selp(ctx, ins, parts):
 
 
 def _cvt(ctx, ins, parts):
+    if "f16x2" in parts or "bf16x2" in parts:
+        from .tensorcore import build_cvt_x2
+        return build_cvt_x2(ctx, ins, parts)
     dst, src = types_of(parts)[-2:]
     rnd = next((p for p in parts if p in ROUNDING), None)
     sat, ftz = "sat" in parts, "ftz" in parts

@@ -52,6 +52,27 @@ def build_cvt_bf16(ctx, ins, dst: str, src: str, rnd):
     ctx.error(f"cvt between {src} and {dst} is not supported")
 
 
+def build_cvt_x2(ctx, ins, parts):
+    """cvt.rn.{f16x2,bf16x2}.f32 d, a, b: a rounded into the high half of d, b into the low."""
+    if "rn" not in parts or parts[-1] != "f32" or len(ins.operands) != 3:
+        ctx.error("only cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32 d, a, b are supported")
+    bf = "bf16x2" in parts
+    d = writer(ctx, ins.operands[0], "b32")
+    a, b = (reader(ctx, op, "f32") for op in ins.operands[1:])
+
+    def half(x):
+        x = np.asarray(x, np.float32)
+        if bf:
+            return f32_to_bf16(x).astype(np.uint32)
+        with np.errstate(over="ignore"):
+            return x.astype(np.float16).view(np.uint16).astype(np.uint32)
+
+    def run(st, sel):
+        hi, lo = np.broadcast_arrays(half(a(st, sel)), half(b(st, sel)))
+        d(st, sel, lo | (hi << np.uint32(16)))
+    return run
+
+
 # ---- warps ------------------------------------------------------------------------------------
 
 def _warp_lanes(st, sel, what: str, line: int) -> np.ndarray:
