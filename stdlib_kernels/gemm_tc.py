@@ -11,7 +11,8 @@ Any shape works.  When the rows are 16-byte aligned (`k % 8 == 0` for A, `n % 8 
 every chunk is one 16-byte `cp_async` in its zero-fill form: a chunk that crosses the edge
 reads only the bytes inside the matrix and the rest of it lands as zeros, so edge tiles take
 the same path as interior ones.  Otherwise every chunk is copied element by element through
-ordinary shared stores, zeros past the edges.  Products are exact and accumulate in float32 (docs/tensor-cores.md).
+ordinary shared stores, zeros past the edges.  Products are exact and accumulate in float32
+(docs/tensor-cores.md).
 """
 from __future__ import annotations
 
