@@ -4,15 +4,17 @@ heads (grouped-query attention: query head h reads KV head h // group).  With `c
 sees keys j <= i + seq_k - seq_q (the mask is aligned to the end, as for a KV cache); a query that
 sees no key gives 0.
 
-Tensor-core path (float16 / bfloat16): a block of 4 warps owns 64 query rows, 16 per warp.  The
-Q tile is staged through shared memory once and kept in registers as m16n8k16 A fragments
-(`ldmatrix`).  K/V tiles of 32 keys are double-buffered in shared memory with `cp_async` (the next
-tile is in flight while this one is used); per tile each warp computes S = Q Kᵀ (K fragments by
-`ldmatrix`), the online softmax in f32 with `exp2` and the scale folded into log2(e), then
-O += P V where P is re-packed from the S accumulators straight into A fragments (no shared
-memory round trip) and V is read with `ldmatrix.trans`.  Causal tiles entirely above the diagonal
-of the block are never loaded; only the tiles that cross the diagonal or the end of the keys are
-masked.  head_dim: any multiple of 16 up to 128.
+Tensor-core path (float16 / bfloat16), head_dim a multiple of 16 up to 128: a block of 4 warps
+owns 64 query rows, 16 per warp.  The Q tile is staged through shared memory once and kept in
+registers as m16n8k16 A fragments (`ldmatrix`).  K/V tiles of 32 keys are double-buffered in
+shared memory with zero-fill `cp_async` (the next tile is in flight while this one is used; rows
+past the end land as zeros); per tile each warp computes S = Q Kᵀ (K fragments by `ldmatrix`),
+the mask and online-softmax step of `_flash_tile` in f32 with `exp2` and the scale folded into
+log2(e), then O += P V where P is re-packed from the S accumulators straight into A fragments
+(no shared memory round trip) and V is read with `ldmatrix.trans`.  Causal tiles entirely above
+the diagonal of the block are never loaded; the tiles that need no mask run in one loop, the
+ones crossing the diagonal or the end of the keys in a second, masking one.  head_dim 144..256:
+`flash_attention_wide.py`.
 
 float32 path (SIMT): one warp per query row, lane l owning dimensions l, l+32, ...; K/V tiles of
 32 keys in shared memory are shared by the block's 8 warps; per key a warp all-reduce of q·k and
