@@ -96,8 +96,8 @@ TANH_C39 = -2.859136662305254e-08
 # ---- exp / exp2 -------------------------------------------------------------------------------
 
 @pyptx.func
-def _expm1_reduced_f64(r: f64):
-    """e^r - 1 for |r| <= ~0.35, relative error < 2^-56 before the final rounding."""
+def _expm1_poly_f64(r: f64):
+    """p with e^r - 1 = r + r^2 p for |r| <= ~0.35 (Taylor to r^13)."""
     p = pyptx.math.fma(f64(EXP_C13), r, f64(EXP_C12))
     p = pyptx.math.fma(p, r, f64(EXP_C11))
     p = pyptx.math.fma(p, r, f64(EXP_C10))
@@ -108,8 +108,13 @@ def _expm1_reduced_f64(r: f64):
     p = pyptx.math.fma(p, r, f64(EXP_C5))
     p = pyptx.math.fma(p, r, f64(EXP_C4))
     p = pyptx.math.fma(p, r, f64(EXP_C3))
-    p = pyptx.math.fma(p, r, f64(EXP_C2))
-    return pyptx.math.fma(r * r, p, r)
+    return pyptx.math.fma(p, r, f64(EXP_C2))
+
+
+@pyptx.func
+def _expm1_reduced_f64(r: f64):
+    """e^r - 1 for |r| <= ~0.35, relative error < 2^-56 before the final rounding."""
+    return pyptx.math.fma(r * r, _expm1_poly_f64(r), r)
 
 
 @pyptx.func

@@ -37,11 +37,11 @@ def _lower_lib(cx, name, args, kwargs):
         t, _ = arith.promote_many(cx, list(args), name)
     ct = _compute_type(t)
     rt = t if t in (T.f16, T.bf16) else ct
-    from .. import mathlib, mathlib_numba, mathlib_pow
+    from .. import mathlib, mathlib_numba, mathlib_numba_f64, mathlib_pow
     from .calls import inline
     key = f"{name}_{ct.name}"
     fn = (getattr(mathlib_numba, key, None) or getattr(mathlib, key, None)
-          or getattr(mathlib_pow, key, None))
+          or getattr(mathlib_pow, key, None) or getattr(mathlib_numba_f64, key, None))
     if fn is None:
         raise cx.err(f"pyptx.math.{name}() is implemented for f32 (and f16) arguments only so "
                      f"far; convert with f32(x) (an {ct.name} version is not written yet)")
