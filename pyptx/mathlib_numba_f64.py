@@ -25,7 +25,8 @@ from .mathlib_numba import copysign_f64
 (ERF_P0, ERF_P1, ERF_P2, ERF_P3, ERF_P4, ERF_P5, ERF_P6, ERF_P7, ERF_P8, ERF_P9, ERF_P10,
  ERF_P11) = ERF_P
 (ERFC_A0_HI, ERFC_A0_LO, ERFC_A1, ERFC_A2, ERFC_A3, ERFC_A4, ERFC_A5, ERFC_A6, ERFC_A7, ERFC_A8,
- ERFC_A9, ERFC_A10, ERFC_A11, ERFC_A12, ERFC_A13, ERFC_A14, ERFC_A15, ERFC_A16, ERFC_A17) = ERFC_R1
+ ERFC_A9, ERFC_A10, ERFC_A11, ERFC_A12, ERFC_A13, ERFC_A14, ERFC_A15, ERFC_A16, ERFC_A17,
+ ERFC_A18, ERFC_A19, ERFC_A20) = ERFC_R1
 (ERFC_B0_HI, ERFC_B0_LO, ERFC_B1, ERFC_B2, ERFC_B3, ERFC_B4, ERFC_B5, ERFC_B6, ERFC_B7, ERFC_B8,
  ERFC_B9, ERFC_B10, ERFC_B11, ERFC_B12, ERFC_B13, ERFC_B14, ERFC_B15, ERFC_B16) = ERFC_S2
 (ERFC_C0_HI, ERFC_C0_LO, ERFC_C1, ERFC_C2, ERFC_C3, ERFC_C4, ERFC_C5, ERFC_C6, ERFC_C7, ERFC_C8,
@@ -37,9 +38,10 @@ TWO_M969 = 2.0 ** -969
 TWO_P600 = 2.0 ** 600
 ATAN_MID = 0.4375                         # 7/16: atan's polynomial range
 ATAN_ONE = 0.6875                         # 11/16: above it, reduce about 1 instead of 1/2
-ERF_POLY_MAX = 0.84375                    # erf's polynomial range; erfc's exp form beyond
+ERF_POLY_MAX = 0.84375                    # erf's polynomial range; 1 - erfc beyond
+ERFC_POLY_MAX = 0.5                       # erfc = 1 - erf below; the exp form beyond
 ERFC_ZERO = 27.5                          # erfc rounds to +0 beyond 27.23
-ERFC_R1_CENTRE = 1.375
+ERFC_R1_CENTRE = 1.25
 ERFC_S2_CENTRE = 0.375
 
 
@@ -257,10 +259,13 @@ def _erf_poly_f64(x: f64):
 
 @pyptx.func
 def _erfcx_near_f64(x: f64):
-    """(h, l): erfc(x) e^(x^2) = h + l for 0.84375 <= x <= 2, a polynomial in x - 11/8 (exact)
+    """(h, l): erfc(x) e^(x^2) = h + l for 1/2 <= x <= 2, a polynomial in x - 5/4 (exact)
     whose constant term is a hi + lo pair; the last two Horner steps are exact transforms."""
     z = x - f64(ERFC_R1_CENTRE)
-    r = pyptx.math.fma(f64(ERFC_A17), z, f64(ERFC_A16))
+    r = pyptx.math.fma(f64(ERFC_A20), z, f64(ERFC_A19))
+    r = pyptx.math.fma(r, z, f64(ERFC_A18))
+    r = pyptx.math.fma(r, z, f64(ERFC_A17))
+    r = pyptx.math.fma(r, z, f64(ERFC_A16))
     r = pyptx.math.fma(r, z, f64(ERFC_A15))
     r = pyptx.math.fma(r, z, f64(ERFC_A14))
     r = pyptx.math.fma(r, z, f64(ERFC_A13))
@@ -276,7 +281,7 @@ def _erfcx_near_f64(x: f64):
     r = pyptx.math.fma(r, z, f64(ERFC_A3))
     r = pyptx.math.fma(r, z, f64(ERFC_A2))
     pz = r * z                                     # the last two steps carry their errors:
-    pze = pyptx.math.fma(r, z, -pz)                # R - a0 reaches 0.4 R on this interval
+    pze = pyptx.math.fma(r, z, -pz)                # R - a0 reaches 0.5 R on this interval
     u = f64(ERFC_A1) + pz
     ue = ((f64(ERFC_A1) - u) + pz) + pze           # |a1| >= |r z|
     tp = u * z
@@ -331,7 +336,7 @@ def _erfcx_far_f64(v: f64):
 
 @pyptx.func
 def _erfc_big_f64(x: f64):
-    """erfc x for x >= 0.84375 (inf too) = e^(-x^2) R(x), rounded once before the power-of-2
+    """erfc x for x >= 1/2 (inf too) = e^(-x^2) R(x), rounded once before the power-of-2
     scaling (denormal results round there): x^2 = hi + lo exactly; e^(-hi) = 2^k e^(r + rlo)
     by exp's reduction, e^(r + rlo) (1 - lo) (1 + d) = 1 + r + ct (d: the rounding error of
     1/x where R = S/x), and R = rh + rl, so every rounding error but the last is carried."""
@@ -382,7 +387,7 @@ def erf_f64(x: f64):
 
 @pyptx.func
 def erfc_f64(x: f64):
-    if pyptx.math.fabs(x) < f64(ERF_POLY_MAX):
+    if x < f64(ERFC_POLY_MAX) and x > f64(-ERF_POLY_MAX):
         h = f64(1.0) - x                           # erfc = (1 - x) - x P, 1 - x as a two-sum
         err = (f64(1.0) - h) - x
         return h + pyptx.math.fma(-x, _erf_poly_f64(x), err)

@@ -127,8 +127,8 @@ FITS = {
     # erf x = x + x P(x^2), |x| <= 0.84375; weighted for erf and for erfc = (1 - x) - x P
     "ERF_P": (lambda x: (mp.erf(x) - x) / x, lambda x: x / min(mp.erf(x), mp.erfc(x)), 0,
               0.84375, 11, (), lambda x: x * x),
-    # erfc x = e^(-x^2) R(x), R = erfcx: a polynomial in x - 11/8 on [0.84375, 2] ...
-    "ERFC_R1": (_erfcx, lambda x: 1 / _erfcx(x), 0.84375, 2.0, 17, (), lambda x: x - 1.375,
+    # erfc x = e^(-x^2) R(x), R = erfcx: a polynomial in x - 5/4 on [1/2, 2] ...
+    "ERFC_R1": (_erfcx, lambda x: 1 / _erfcx(x), 0.5, 2.0, 20, (), lambda x: x - 1.25,
                 True),
     # (the constant terms as hi + lo pairs) ... and R = S(v) / x beyond, S = x erfcx(x) a polynomial in v = 1/x - 3/8 on [2, 4] and
     # in v = 1/x^2 on [4, 27.5] (the range of the asymptotic series)
