@@ -221,7 +221,7 @@ def cbrt_f64(x: f64):
     ts = t * f64(2.0 ** 54) if sub else t
     bits = pyptx.bitcast(ts, i64)
     e = i32(bits >> 52) - 1023
-    q = (e + 1200) // 3 - 400                      # floor(e / 3)
+    q = (((e + 1200) * 21846) >> 16) - 400         # floor(e / 3): exact, 0 < e + 1200 < 2^15
     m = pyptx.bitcast(bits - (i64(q * 3) << 52), f64)     # t / 2^(3q) in [1, 8)
     r = pyptx.math.fma(pyptx.math.fma(pyptx.math.fma(f64(CBRT_S3), m, f64(CBRT_S2)), m,
                                       f64(CBRT_S1)), m, f64(CBRT_S0))
