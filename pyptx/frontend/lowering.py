@@ -449,22 +449,44 @@ class Lowerer:
                            "left; write x += 1 or a[i] += 1", st)
 
     def s_if(self, st):
+        """if / elif / else.  An elif chain is walked in a loop (its nested `If`s would
+        otherwise recurse once per branch); the blocks come out as the nesting implies."""
         b = self.b
-        then = b.new_block("then")
-        other = b.new_block("else") if st.orelse else None
-        merge = b.new_block("endif")
-        self.cond(st.test, then, other or merge)
-        for blk, stmts in ((then, st.body), (other, st.orelse)):
-            if blk is None:
-                continue
-            b.seal(blk)
-            if b.preds[blk]:
-                b.block = blk
-                self.body(stmts)
+        outer_merges = []                 # endif blocks of the enclosing ifs of an elif chain
+        while True:
+            then = b.new_block("then")
+            other = b.new_block("else") if st.orelse else None
+            merge = b.new_block("endif")
+            self.cond(st.test, then, other or merge)
+            b.seal(then)
+            if b.preds[then]:
+                b.block = then
+                self.body(st.body)
                 if b.block is not None:
                     b.br(merge)
-        b.seal(merge)
-        b.block = merge if b.preds[merge] else None
+            if other is None:
+                break
+            b.seal(other)
+            if not b.preds[other]:
+                break
+            b.block = other
+            if len(st.orelse) == 1 and type(st.orelse[0]) is ast.If:
+                outer_merges.append(merge)
+                st = st.orelse[0]
+                self.set_loc(st)
+                continue
+            self.body(st.orelse)
+            if b.block is not None:
+                b.br(merge)
+            break
+        while True:
+            b.seal(merge)
+            b.block = merge if b.preds[merge] else None
+            if not outer_merges:
+                return
+            merge = outer_merges.pop()
+            if b.block is not None:
+                b.br(merge)
 
     def s_while(self, st):
         if st.orelse:

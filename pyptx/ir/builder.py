@@ -117,26 +117,54 @@ class IRBuilder:
         d = self.defs.get(var)
         if d is not None and block in d:
             return self.resolve(d[block])
-        return self._read_recursive(var, block)
+        return self._drive(self._read_missing(var, block))
 
-    def _read_recursive(self, var: str, block: Block):
+    def _drive(self, reader):
+        """Run a `_read_missing` generator to its value with an explicit stack of readers.
+
+        A read walks back through predecessors as far as the last definition (thousands of
+        blocks after a long unrolled body or a chain of ifs), so recursion would hit Python's
+        limit.  Each reader yields the (var, block) reads it needs and receives their values;
+        reads happen in exactly the order the recursive formulation would do them."""
+        stack = [reader]
+        value = None
+        while stack:
+            try:
+                var, block = stack[-1].send(value)
+            except StopIteration as done:
+                stack.pop()
+                value = done.value
+                continue
+            d = self.defs.get(var)
+            if d is not None and block in d:
+                value = self.resolve(d[block])
+            else:
+                stack.append(self._read_missing(var, block))
+                value = None
+        return value
+
+    def _read_missing(self, var: str, block: Block):
+        """Generator: the value of `var` in `block`, which has no definition of it yet."""
         preds = self.preds[block]
         if block not in self.sealed:
             assigned = self.loop_assigned.get(block)
             if assigned is not None and preds and not _in_loop(var, assigned):
-                val = self.read(var, preds[0][0])        # not changed in the loop: preheader
+                val = yield var, preds[0][0]            # not changed in the loop: preheader
             else:
                 t, weak = self.phi_type(var, None)
                 val = self._new_arg(block, var, t, weak)
                 self.incomplete.setdefault(block, {})[var] = val
         elif len(preds) == 1:
-            val = self.read(var, preds[0][0])
+            val = yield var, preds[0][0]
         elif not preds:
             val = UNDEF
         else:
             arg = self._new_arg(block, var, None, False)
             self.write(var, arg, block)
-            val = self._add_operands(var, arg)
+            incoming = []
+            for p, _ in preds:
+                incoming.append((yield var, p))
+            val = self._add_operands(var, arg, incoming)
         self.write(var, val, block)
         return val
 
@@ -147,9 +175,8 @@ class IRBuilder:
         self.phi_log.append((var, arg))
         return arg
 
-    def _add_operands(self, var: str, arg: BlockArg):
+    def _add_operands(self, var: str, arg: BlockArg, incoming: list):
         block = arg.block
-        incoming = [self.read(var, p) for p, _ in self.preds[block]]
         if arg.type is None:
             others = [v for v in incoming if v is not arg and v is not UNDEF]
             t, weak = self.phi_type(var, others)
