@@ -5,7 +5,7 @@ A[64×16] (transposed, so a thread's 4 rows of one k are adjacent) and B[16×64]
 one 128-bit global load per thread and matrix when VEC = 4 (k and n multiples of 4, so every row
 starts 16-byte aligned), else scalar loads; tiles past the matrix edges are zero-filled, so any
 M, N, K work.  Each thread keeps a 4×4 block of C (rows 4·ty .. 4·ty+3, columns 4·tx .. 4·tx+3)
-in 16 scalar registers and, for each of the 16 k of a step (unrolled), reads its 4 A and 4 B
+in 16 scalar registers (a tuple of tuples) and, for each of the 16 k of a step (unrolled), reads its 4 A and 4 B
 values with two 128-bit shared loads and does 16 FMAs.
 """
 from __future__ import annotations
@@ -51,6 +51,17 @@ def _fma4(c0: f32, c1: f32, c2: f32, c3: f32, x: f32, y0: f32, y1: f32, y2: f32,
 
 
 @pyptx.func
+def _fma4x4(acc, xs, ys):
+    """A 4×4 register block (a tuple of 4 row tuples) after the rank-1 update acc[i][j] +=
+    xs[i] · ys[j] (the tiled float and quantised GEMMs' inner step, 16 FMAs)."""
+    out = ()
+    for i in pyptx.static_range(4):
+        r = acc[i]
+        out = out + (_fma4(r[0], r[1], r[2], r[3], xs[i], ys[0], ys[1], ys[2], ys[3]),)
+    return out
+
+
+@pyptx.func
 def _load_quad(g, row: i32, col: i32, rows: i32, cols: i32, VEC):
     """g[row, col .. col+3], zero outside the matrix: one 128-bit load when VEC == 4 (then the
     quad is entirely inside or outside, cols being a multiple of 4)."""
@@ -92,22 +103,7 @@ def gemm_tiled_kernel(c: f32[:, :], a: f32[:, :], b: f32[:, :], VEC: pyptx.const
     aq = tid % 4 * 4
     bk = tid // 16                    # ... and B[k0 + bk, n0 + bq .. +3]
     bq = tid % 16 * 4
-    c00 = 0.0
-    c01 = 0.0
-    c02 = 0.0
-    c03 = 0.0
-    c10 = 0.0
-    c11 = 0.0
-    c12 = 0.0
-    c13 = 0.0
-    c20 = 0.0
-    c21 = 0.0
-    c22 = 0.0
-    c23 = 0.0
-    c30 = 0.0
-    c31 = 0.0
-    c32 = 0.0
-    c33 = 0.0
+    acc = ((0.0,) * 4,) * 4           # acc[i][j]: C[m0 + 4·ty + i, n0 + 4·tx + j]
     for k0 in range(0, k, TILE_K):
         p0, p1, p2, p3 = _load_quad(a, m0 + ar, k0 + aq, m, k, VEC)
         a_tile[aq, ar] = p0
@@ -117,38 +113,27 @@ def gemm_tiled_kernel(c: f32[:, :], a: f32[:, :], b: f32[:, :], VEC: pyptx.const
         pyptx.vstore(b_tile, (bk, bq), _load_quad(b, k0 + bk, n0 + bq, k, n, VEC))
         pyptx.syncthreads()
         for kk in pyptx.static_range(TILE_K):
-            x0, x1, x2, x3 = pyptx.vload(a_tile, (kk, ty * 4), 4)
-            y0, y1, y2, y3 = pyptx.vload(b_tile, (kk, tx * 4), 4)
-            c00, c01, c02, c03 = _fma4(c00, c01, c02, c03, x0, y0, y1, y2, y3)
-            c10, c11, c12, c13 = _fma4(c10, c11, c12, c13, x1, y0, y1, y2, y3)
-            c20, c21, c22, c23 = _fma4(c20, c21, c22, c23, x2, y0, y1, y2, y3)
-            c30, c31, c32, c33 = _fma4(c30, c31, c32, c33, x3, y0, y1, y2, y3)
+            acc = _fma4x4(acc, pyptx.vload(a_tile, (kk, ty * 4), 4),
+                          pyptx.vload(b_tile, (kk, tx * 4), 4))
         pyptx.syncthreads()
     r0 = m0 + ty * 4
     col0 = n0 + tx * 4
-    _store_quad(c, r0, col0, m, n, c00, c01, c02, c03, VEC)
-    _store_quad(c, r0 + 1, col0, m, n, c10, c11, c12, c13, VEC)
-    _store_quad(c, r0 + 2, col0, m, n, c20, c21, c22, c23, VEC)
-    _store_quad(c, r0 + 3, col0, m, n, c30, c31, c32, c33, VEC)
+    for i in pyptx.static_range(4):
+        _store_quad(c, r0 + i, col0, m, n, acc[i], VEC, 1)
 
 
 @pyptx.func
-def _store_quad(c: f32[:, :], row: i32, col0: i32, m: i32, n: i32,
-                v0: f32, v1: f32, v2: f32, v3: f32, VEC):
-    """c[row, col0 .. col0+3] = v, skipping what is outside C (one 128-bit store when VEC == 4)."""
+def _store_quad(c: f32[:, :], row: i32, col0: i32, m: i32, n: i32, v, VEC, STEP):
+    """c[row, col0 + STEP·j] = v[j] for j < 4, skipping what is outside C (one 128-bit store
+    when VEC == 4, which needs STEP == 1)."""
     if row < m:
         if VEC == 4:
             if col0 < n:
-                pyptx.vstore(c, (row, col0), (v0, v1, v2, v3))
+                pyptx.vstore(c, (row, col0), v)
         else:
-            if col0 < n:
-                c[row, col0] = v0
-            if col0 + 1 < n:
-                c[row, col0 + 1] = v1
-            if col0 + 2 < n:
-                c[row, col0 + 2] = v2
-            if col0 + 3 < n:
-                c[row, col0 + 3] = v3
+            for j in pyptx.static_range(4):
+                if col0 + STEP * j < n:
+                    c[row, col0 + STEP * j] = v[j]
 
 
 def tiled_vec(k: int, n: int) -> int:

@@ -123,6 +123,30 @@ def write_rows(out, acc, M, n: i32, row: i32, lane: i32):
 
 
 @pyptx.func
+def warp_row():
+    """(lane, weight row) of this thread: one warp per weight row."""
+    return thread_idx.x & 31, block_idx.x * (block_dim.x >> 5) + (thread_idx.x >> 5)
+
+
+@pyptx.func
+def gemv(out, n: i32, k: i32, M, rows, wv, dot, acts):
+    """The GEMV kernels' body: out[r·n + row] = x[r] · W[row] for r < M, a warp per weight row.
+
+    `rows(acc, M, wv, row, lane, k, one, dot, acts)` walks one format's blocks of the row (`wv`:
+    the weights as words) and adds the lane's share into acc[r]; `dot` (the f32 or dp4a product
+    of one block share) reads the activations through the tuple of arrays `acts`; `one` is
+    one_bits(n) for the f32 products (unused by dp4a: dead code).  Compile-time arguments, so each
+    kernel inlines to the same code as written out by hand."""
+    lane, row = warp_row()
+    if row < n:
+        one = one_bits(n)
+        acc = pyptx.local.array(M, f32)
+        zero(acc, M)
+        rows(acc, M, wv, row, lane, k, one, dot, acts)
+        write_rows(out, acc, M, n, row, lane)
+
+
+@pyptx.func
 def q6k_load(wh, wb: i32, hh: i32, sel: i32, lw, lh, sc):
     """One lane's share of the Q6_K block at u16 word wb: ql words for l = 16·sel + 0..15 of
     half hh (lw[0..3] from ql[l..], lw[4..7] from ql[32 + l..]), the matching qh words (lh) and
@@ -167,9 +191,10 @@ def q4k_word_f32(q: u32, x, p: i32, lo: f32, hi: f32, one: u32):
 
 @pyptx.func
 def q4k_dot_f32(q0: u32, q1: u32, q2: u32, q3: u32, a0: f32, a1: f32, o0: f32, o1: f32,
-                x, xs, p: i32, one: u32):
-    """One lane's share of a Q4_K block · x[p..]: 16 low nibbles against x[p + 0..15], 16 high
-    nibbles against x[p + 32..47], minimums through the sums of 16 in xs."""
+                acts, p: i32, one: u32):
+    """One lane's share of a Q4_K block · x[p..] (acts = (x, xs)): 16 low nibbles against
+    x[p + 0..15], 16 high nibbles against x[p + 32..47], minimums through the sums of 16 in xs."""
+    x, xs = acts
     lo, hi = q4k_word_f32(q0, x, p, 0.0, 0.0, one)
     lo, hi = q4k_word_f32(q1, x, p + 4, lo, hi, one)
     lo, hi = q4k_word_f32(q2, x, p + 8, lo, hi, one)
@@ -182,8 +207,10 @@ def q4k_dot_f32(q0: u32, q1: u32, q2: u32, q3: u32, a0: f32, a1: f32, o0: f32, o
 
 @pyptx.func
 def q4k_dot_dp4a(q0: u32, q1: u32, q2: u32, q3: u32, a0: f32, a1: f32, o0: f32, o1: f32,
-                 xh, xl, xd, xs, p: i32):
-    """q4k_dot_f32 with int8 activations: four dp4a per weight word (nibble planes × hi/lo)."""
+                 acts, p: i32, one: u32):
+    """q4k_dot_f32 with int8 activations (acts = (xh, xl, xd, xs) of act_q8_kernel, as i32
+    words): four dp4a per weight word (nibble planes × hi/lo)."""
+    xh, xl, xd, xs = acts
     w = p >> 2
     hl = pyptx.vload(xh, w, 4)          # activations of the low nibbles (x[p..p+15])
     ll = pyptx.vload(xl, w, 4)
@@ -207,61 +234,42 @@ def q4k_dot_dp4a(q0: u32, q1: u32, q2: u32, q3: u32, a0: f32, a1: f32, o0: f32, 
         + a1 * xd[g + 1] * (f32(h1) + f32(l1) * (1.0 / RES_SCALE)) - o0 * xs[s] - o1 * xs[s + 2]
 
 
+@pyptx.func
+def q4k_lane(lane: i32):
+    """The Q4_K lane map: (t, c, offset into x of the lane's first weight, first block)."""
+    t = lane & 7
+    c = t >> 1
+    return t, c, 64 * c + 16 * (t & 1), lane >> 3
+
+
+@pyptx.func
+def q4k_rows(acc, M, wq, row: i32, lane: i32, k: i32, one: u32, dot, acts):
+    """acc[r] += the lane's share of x[r] · W[row] over the row's Q4_K blocks (see `gemv`)."""
+    nb = k >> 8
+    t, c, xoff, b = q4k_lane(lane)
+    while b < nb:
+        wb = (row * nb + b) * 36
+        a0, a1, o0, o1 = q4k_coeffs(wq, wb, c)
+        qb = wb + 4 + 4 * t
+        q0, q1, q2, q3 = pyptx.vload(wq, qb, 4)
+        for r in pyptx.static_range(M):
+            acc[r] += dot(q0, q1, q2, q3, a0, a1, o0, o1, acts, r * k + b * 256 + xoff, one)
+        b += 4
+
+
 @pyptx.kernel
 def q4k_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i32,
                     M: pyptx.constexpr):
     """out[r·n + j] = Σ_p x[r·k + p] · W[j, p] for r < M; w is n rows of k/256 Q4_K blocks."""
-    wq = w.view(u32)
-    lane = thread_idx.x & 31
-    row = block_idx.x * (block_dim.x >> 5) + (thread_idx.x >> 5)
-    if row < n:
-        nb = k >> 8
-        t = lane & 7
-        c = t >> 1
-        one = one_bits(n)
-        acc = pyptx.local.array(M, f32)
-        zero(acc, M)
-        xoff = 64 * c + 16 * (t & 1)
-        b = lane >> 3
-        while b < nb:
-            wb = (row * nb + b) * 36
-            a0, a1, o0, o1 = q4k_coeffs(wq, wb, c)
-            qb = wb + 4 + 4 * t
-            q0, q1, q2, q3 = pyptx.vload(wq, qb, 4)
-            for r in pyptx.static_range(M):
-                acc[r] += q4k_dot_f32(q0, q1, q2, q3, a0, a1, o0, o1, x, xs,
-                                      r * k + b * 256 + xoff, one)
-            b += 4
-        write_rows(out, acc, M, n, row, lane)
+    gemv(out, n, k, M, q4k_rows, w.view(u32), q4k_dot_f32, (x, xs))
 
 
 @pyptx.kernel
 def q4k_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], w: u8[:],
                     n: i32, k: i32, M: pyptx.constexpr):
     """q4k_gemv_kernel on activations quantised by act_q8_kernel."""
-    wq = w.view(u32)
-    hq = xh.view(i32)
-    lq = xl.view(i32)
-    lane = thread_idx.x & 31
-    row = block_idx.x * (block_dim.x >> 5) + (thread_idx.x >> 5)
-    if row < n:
-        nb = k >> 8
-        t = lane & 7
-        c = t >> 1
-        acc = pyptx.local.array(M, f32)
-        zero(acc, M)
-        xoff = 64 * c + 16 * (t & 1)
-        b = lane >> 3
-        while b < nb:
-            wb = (row * nb + b) * 36
-            a0, a1, o0, o1 = q4k_coeffs(wq, wb, c)
-            qb = wb + 4 + 4 * t
-            q0, q1, q2, q3 = pyptx.vload(wq, qb, 4)
-            for r in pyptx.static_range(M):
-                acc[r] += q4k_dot_dp4a(q0, q1, q2, q3, a0, a1, o0, o1, hq, lq, xd, xs,
-                                       r * k + b * 256 + xoff)
-            b += 4
-        write_rows(out, acc, M, n, row, lane)
+    gemv(out, n, k, M, q4k_rows, w.view(u32), q4k_dot_dp4a,
+         (xh.view(i32), xl.view(i32), xd, xs))
 
 
 @pyptx.kernel
@@ -270,19 +278,15 @@ def q4k_gate_up_kernel(out: f32[:], x: f32[:], xs: f32[:], wg: u8[:], wu: u8[:],
     """out[r·n + j] = swiglu(x[r]·Wg[j], x[r]·Wu[j]): both Q4_K rows in one pass over x."""
     gq = wg.view(u32)
     uq = wu.view(u32)
-    lane = thread_idx.x & 31
-    row = block_idx.x * (block_dim.x >> 5) + (thread_idx.x >> 5)
+    lane, row = warp_row()
     if row < n:
         nb = k >> 8
-        t = lane & 7
-        c = t >> 1
+        t, c, xoff, b = q4k_lane(lane)
         one = one_bits(n)
         acc_g = pyptx.local.array(M, f32)
         acc_u = pyptx.local.array(M, f32)
         zero(acc_g, M)
         zero(acc_u, M)
-        xoff = 64 * c + 16 * (t & 1)
-        b = lane >> 3
         while b < nb:
             wb = (row * nb + b) * 36
             qb = wb + 4 + 4 * t
@@ -298,8 +302,8 @@ def q4k_gate_up_kernel(out: f32[:], x: f32[:], xs: f32[:], wg: u8[:], wu: u8[:],
             u3 = uq[qb + 3]
             for r in pyptx.static_range(M):
                 p = r * k + b * 256 + xoff
-                acc_g[r] += q4k_dot_f32(g0, g1, g2, g3, ga0, ga1, go0, go1, x, xs, p, one)
-                acc_u[r] += q4k_dot_f32(u0, u1, u2, u3, ua0, ua1, uo0, uo1, x, xs, p, one)
+                acc_g[r] += q4k_dot_f32(g0, g1, g2, g3, ga0, ga1, go0, go1, (x, xs), p, one)
+                acc_u[r] += q4k_dot_f32(u0, u1, u2, u3, ua0, ua1, uo0, uo1, (x, xs), p, one)
             b += 4
         for r in pyptx.static_range(M):
             gsum = warp_sum(acc_g[r])
@@ -317,8 +321,10 @@ def q6k_bytes(ql: u32, qh: u32, u):
 
 
 @pyptx.func
-def q6k_run_f32(lq, lh, u, x, xs, p: i32, one: u32):
-    """Σ (q − 32)·x over the 16 weights of run u (x[p + 32u ..]); the caller scales by d·sc."""
+def q6k_run_f32(lq, lh, u, acts, p: i32, one: u32):
+    """Σ (q − 32)·x over the 16 weights of run u (x[p + 32u ..], acts = (x, xs)); the caller
+    scales by d·sc."""
+    x, xs = acts
     dot = 0.0
     for i in pyptx.static_range(4):
         q6 = q6k_bytes(lq[4 * (u & 1) + i], lh[i], u)
@@ -330,8 +336,9 @@ def q6k_run_f32(lq, lh, u, x, xs, p: i32, one: u32):
 
 
 @pyptx.func
-def q6k_run_dp4a(lw, lh, u, hq, lq, xd, xs, p: i32):
-    """q6k_run_f32 against int8 activations (dp4a)."""
+def q6k_run_dp4a(lw, lh, u, acts, p: i32, one: u32):
+    """q6k_run_f32 against int8 activations (dp4a; acts as for q4k_dot_dp4a)."""
+    hq, lq, xd, xs = acts
     ih = 0
     il = 0
     e = (p >> 2) + 8 * u
@@ -345,135 +352,106 @@ def q6k_run_dp4a(lw, lh, u, hq, lq, xd, xs, p: i32):
     return dot - 32.0 * xs[(p >> 4) + 2 * u]
 
 
+@pyptx.func
+def q6k_rows(acc, M, wh, row: i32, lane: i32, k: i32, one: u32, run, acts):
+    """acc[r] += the lane's share of x[r] · W[row] over the row's Q6_K blocks (see `gemv`;
+    `run` is q6k_run_f32 or q6k_run_dp4a)."""
+    nb = k >> 8
+    t = lane & 3
+    hh = t >> 1
+    sel = t & 1
+    lw = pyptx.local.array(8, u32)
+    lh = pyptx.local.array(4, u32)
+    sc = pyptx.local.array(4, f32)
+    xoff = 128 * hh + 16 * sel
+    b = lane >> 2
+    while b < nb:
+        wb = (row * nb + b) * 105
+        q6k_load(wh, wb, hh, sel, lw, lh, sc)
+        for r in pyptx.static_range(M):
+            p = r * k + b * 256 + xoff
+            tot = 0.0
+            for u in pyptx.static_range(4):
+                tot += sc[u] * run(lw, lh, u, acts, p, one)
+            acc[r] += tot
+        b += 8
+
+
 @pyptx.kernel
 def q6k_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i32,
                     M: pyptx.constexpr):
     """out[r·n + j] = x[r] · W[j] for Q6_K rows (210-byte blocks, read as u16 words)."""
-    wh = w.view(u16)
-    lane = thread_idx.x & 31
-    row = block_idx.x * (block_dim.x >> 5) + (thread_idx.x >> 5)
-    if row < n:
-        nb = k >> 8
-        t = lane & 3
-        hh = t >> 1
-        sel = t & 1
-        one = one_bits(n)
-        acc = pyptx.local.array(M, f32)
-        zero(acc, M)
-        lw = pyptx.local.array(8, u32)
-        lh = pyptx.local.array(4, u32)
-        sc = pyptx.local.array(4, f32)
-        xoff = 128 * hh + 16 * sel
-        b = lane >> 2
-        while b < nb:
-            wb = (row * nb + b) * 105
-            q6k_load(wh, wb, hh, sel, lw, lh, sc)
-            for r in pyptx.static_range(M):
-                p = r * k + b * 256 + xoff
-                tot = 0.0
-                for u in pyptx.static_range(4):
-                    tot += sc[u] * q6k_run_f32(lw, lh, u, x, xs, p, one)
-                acc[r] += tot
-            b += 8
-        write_rows(out, acc, M, n, row, lane)
+    gemv(out, n, k, M, q6k_rows, w.view(u16), q6k_run_f32, (x, xs))
 
 
 @pyptx.kernel
 def q6k_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], w: u8[:],
                     n: i32, k: i32, M: pyptx.constexpr):
     """q6k_gemv_kernel on activations quantised by act_q8_kernel."""
-    wh = w.view(u16)
-    hq = xh.view(i32)
-    lq = xl.view(i32)
-    lane = thread_idx.x & 31
-    row = block_idx.x * (block_dim.x >> 5) + (thread_idx.x >> 5)
-    if row < n:
-        nb = k >> 8
-        t = lane & 3
-        hh = t >> 1
-        sel = t & 1
-        acc = pyptx.local.array(M, f32)
-        zero(acc, M)
-        lw = pyptx.local.array(8, u32)
-        lh = pyptx.local.array(4, u32)
-        sc = pyptx.local.array(4, f32)
-        xoff = 128 * hh + 16 * sel
-        b = lane >> 2
-        while b < nb:
-            wb = (row * nb + b) * 105
-            q6k_load(wh, wb, hh, sel, lw, lh, sc)
-            for r in pyptx.static_range(M):
-                p = r * k + b * 256 + xoff
-                tot = 0.0
-                for u in pyptx.static_range(4):
-                    tot += sc[u] * q6k_run_dp4a(lw, lh, u, hq, lq, xd, xs, p)
-                acc[r] += tot
-            b += 8
-        write_rows(out, acc, M, n, row, lane)
+    gemv(out, n, k, M, q6k_rows, w.view(u16), q6k_run_dp4a,
+         (xh.view(i32), xl.view(i32), xd, xs))
 
 
 # ------------------------------------------------------------------------------------------ Q8_0
+@pyptx.func
+def q8_0_dot_f32(qv, acts, r, k: i32, b: i32, one: u32):
+    """x[r] · the Q8_0 block b without its scale d (qv: the block's 32 int8 weights as 8 words,
+    acts = (x, xs))."""
+    x, xs = acts
+    p = r * k + b * 32
+    dot = 0.0
+    for i in pyptx.static_range(8):
+        e = p + 4 * i
+        a0, a1, a2, a3 = pyptx.vload(x, e, 4)
+        dot = fields_dot4(qv[i] ^ 0x80808080, 0, 8, a0, a1, a2, a3, dot, one)   # q → q + 128
+    # Σ(1 + (q + 128)/256)x = Σx + Σqx/256 + Σx/2
+    return 256.0 * dot - 384.0 * (xs[p >> 4] + xs[(p >> 4) + 1])
+
+
+@pyptx.func
+def q8_0_dot_dp4a(qv, acts, r, k: i32, b: i32, one: u32):
+    """q8_0_dot_f32 against int8 activations (dp4a; acts = (xh, xl, xd) as for q4k_dot_dp4a:
+    no minimums, no sums)."""
+    hq, lq, xd = acts
+    e = (r * k >> 2) + b * 8
+    ih = 0
+    il = 0
+    for i in pyptx.static_range(8):
+        q = pyptx.bitcast(qv[i], i32)
+        h4 = pyptx.vload(hq, e + 4 * (i >> 2), 4)
+        l4 = pyptx.vload(lq, e + 4 * (i >> 2), 4)
+        ih = pyptx.dp4a(q, h4[i & 3], ih)
+        il = pyptx.dp4a(q, l4[i & 3], il)
+    return xd[(r * k >> 5) + b] * (f32(ih) + f32(il) * (1.0 / RES_SCALE))
+
+
+@pyptx.func
+def q8_0_rows(acc, M, wh, row: i32, lane: i32, k: i32, one: u32, dot, acts):
+    """acc[r] += the lane's share of x[r] · W[row] over the row's Q8_0 blocks, a lane per block
+    (see `gemv`)."""
+    nb = k >> 5
+    qv = pyptx.local.array(8, u32)
+    b = lane
+    while b < nb:
+        wb = (row * nb + b) * 17
+        d = f32(pyptx.bitcast(wh[wb], f16))
+        for i in pyptx.static_range(8):
+            qv[i] = pair16(wh, wb + 1 + 2 * i)
+        for r in pyptx.static_range(M):
+            acc[r] += d * dot(qv, acts, r, k, b, one)
+        b += 32
+
+
 @pyptx.kernel
 def q8_0_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i32,
                      M: pyptx.constexpr):
     """out[r·n + j] = x[r] · W[j] for Q8_0 rows (34-byte blocks, u16 words); a lane per block."""
-    wh = w.view(u16)
-    lane = thread_idx.x & 31
-    row = block_idx.x * (block_dim.x >> 5) + (thread_idx.x >> 5)
-    if row < n:
-        nb = k >> 5
-        one = one_bits(n)
-        acc = pyptx.local.array(M, f32)
-        zero(acc, M)
-        qv = pyptx.local.array(8, u32)
-        b = lane
-        while b < nb:
-            wb = (row * nb + b) * 17
-            d = f32(pyptx.bitcast(wh[wb], f16))
-            for i in pyptx.static_range(8):
-                qv[i] = pair16(wh, wb + 1 + 2 * i) ^ 0x80808080     # int8 q → q + 128
-            for r in pyptx.static_range(M):
-                p = r * k + b * 32
-                dot = 0.0
-                for i in pyptx.static_range(8):
-                    e = p + 4 * i
-                    a0, a1, a2, a3 = pyptx.vload(x, e, 4)
-                    dot = fields_dot4(qv[i], 0, 8, a0, a1, a2, a3, dot, one)
-                # Σ(1 + (q + 128)/256)x = Σx + Σqx/256 + Σx/2
-                acc[r] += d * (256.0 * dot - 384.0 * (xs[p >> 4] + xs[(p >> 4) + 1]))
-            b += 32
-        write_rows(out, acc, M, n, row, lane)
+    gemv(out, n, k, M, q8_0_rows, w.view(u16), q8_0_dot_f32, (x, xs))
 
 
 @pyptx.kernel
 def q8_0_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], w: u8[:], n: i32, k: i32,
                      M: pyptx.constexpr):
     """q8_0_gemv_kernel on activations quantised by act_q8_kernel (no minimums: no sums)."""
-    wh = w.view(u16)
-    hq = xh.view(i32)
-    lq = xl.view(i32)
-    lane = thread_idx.x & 31
-    row = block_idx.x * (block_dim.x >> 5) + (thread_idx.x >> 5)
-    if row < n:
-        nb = k >> 5
-        acc = pyptx.local.array(M, f32)
-        zero(acc, M)
-        qv = pyptx.local.array(8, i32)
-        b = lane
-        while b < nb:
-            wb = (row * nb + b) * 17
-            d = f32(pyptx.bitcast(wh[wb], f16))
-            for i in pyptx.static_range(8):
-                qv[i] = pyptx.bitcast(pair16(wh, wb + 1 + 2 * i), i32)
-            for r in pyptx.static_range(M):
-                e = (r * k >> 2) + b * 8
-                ih = 0
-                il = 0
-                for i in pyptx.static_range(8):
-                    h4 = pyptx.vload(hq, e + 4 * (i >> 2), 4)
-                    l4 = pyptx.vload(lq, e + 4 * (i >> 2), 4)
-                    ih = pyptx.dp4a(qv[i], h4[i & 3], ih)
-                    il = pyptx.dp4a(qv[i], l4[i & 3], il)
-                acc[r] += d * xd[(r * k >> 5) + b] * (f32(ih) + f32(il) * (1.0 / RES_SCALE))
-            b += 32
-        write_rows(out, acc, M, n, row, lane)
+    gemv(out, n, k, M, q8_0_rows, w.view(u16), q8_0_dot_dp4a,
+         (xh.view(i32), xl.view(i32), xd))

@@ -14,7 +14,7 @@ import pyptx
 from pyptx import block_idx, f16, f32, i8, i32, thread_idx, u8, u16, u32
 
 from ._qblock import half_hi, half_lo, pair16, q4k_scale_min_pair
-from .gemm import _fma4
+from .gemm import _fma4x4, _store_quad
 
 TILE = 64
 TILE_K = 32
@@ -94,22 +94,7 @@ def qmatmul_tiled_kernel(out: f32[:, :], x: f32[:], w: u8[:], m: i32, n: i32, k:
         nb = k >> 5
     jr = tid >> 2                       # weight row of the tile this thread decodes
     kp = (tid & 3) * 8
-    c00 = 0.0
-    c01 = 0.0
-    c02 = 0.0
-    c03 = 0.0
-    c10 = 0.0
-    c11 = 0.0
-    c12 = 0.0
-    c13 = 0.0
-    c20 = 0.0
-    c21 = 0.0
-    c22 = 0.0
-    c23 = 0.0
-    c30 = 0.0
-    c31 = 0.0
-    c32 = 0.0
-    c33 = 0.0
+    acc = ((0.0,) * 4,) * 4           # acc[i][j]: out[m0 + ty + 16i, n0 + tx + 16j]
     for k0 in range(0, k, TILE_K):
         for i in pyptx.static_range(8):
             idx = tid + THREADS * i
@@ -129,35 +114,13 @@ def qmatmul_tiled_kernel(out: f32[:, :], x: f32[:], w: u8[:], m: i32, n: i32, k:
                 wt[kp + e, jr] = 0.0
         pyptx.syncthreads()
         for kk in pyptx.static_range(TILE_K):
-            x0 = xt[kk, ty]
-            x1 = xt[kk, ty + 16]
-            x2 = xt[kk, ty + 32]
-            x3 = xt[kk, ty + 48]
-            y0 = wt[kk, tx]
-            y1 = wt[kk, tx + 16]
-            y2 = wt[kk, tx + 32]
-            y3 = wt[kk, tx + 48]
-            c00, c01, c02, c03 = _fma4(c00, c01, c02, c03, x0, y0, y1, y2, y3)
-            c10, c11, c12, c13 = _fma4(c10, c11, c12, c13, x1, y0, y1, y2, y3)
-            c20, c21, c22, c23 = _fma4(c20, c21, c22, c23, x2, y0, y1, y2, y3)
-            c30, c31, c32, c33 = _fma4(c30, c31, c32, c33, x3, y0, y1, y2, y3)
+            acc = _fma4x4(acc, _strided4(xt, kk, ty), _strided4(wt, kk, tx))
         pyptx.syncthreads()
-    _store_row(out, m0 + ty, n0 + tx, m, n, c00, c01, c02, c03)
-    _store_row(out, m0 + ty + 16, n0 + tx, m, n, c10, c11, c12, c13)
-    _store_row(out, m0 + ty + 32, n0 + tx, m, n, c20, c21, c22, c23)
-    _store_row(out, m0 + ty + 48, n0 + tx, m, n, c30, c31, c32, c33)
+    for i in pyptx.static_range(4):          # columns n0 + tx + 16j
+        _store_quad(out, m0 + ty + 16 * i, n0 + tx, m, n, acc[i], 1, 16)
 
 
 @pyptx.func
-def _store_row(c: f32[:, :], row: i32, col0: i32, m: i32, n: i32,
-               v0: f32, v1: f32, v2: f32, v3: f32):
-    """Store one row of a thread's 4×4 block (columns col0 + 16·j), skipping what is outside C."""
-    if row < m:
-        if col0 < n:
-            c[row, col0] = v0
-        if col0 + 16 < n:
-            c[row, col0 + 16] = v1
-        if col0 + 32 < n:
-            c[row, col0 + 32] = v2
-        if col0 + 48 < n:
-            c[row, col0 + 48] = v3
+def _strided4(tile, kk: i32, j: i32):
+    """tile[kk, j + 16·i] for i < 4: one thread's operands of a 4×4 block step."""
+    return tile[kk, j], tile[kk, j + 16], tile[kk, j + 32], tile[kk, j + 48]
