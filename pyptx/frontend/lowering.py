@@ -449,8 +449,7 @@ class Lowerer:
                            "left; write x += 1 or a[i] += 1", st)
 
     def s_if(self, st):
-        """if / elif / else.  An elif chain is walked in a loop (its nested `If`s would
-        otherwise recurse once per branch); the blocks come out as the nesting implies."""
+        """if / elif / else; an elif chain in a loop, not one recursion per branch."""
         b = self.b
         outer_merges = []                 # endif blocks of the enclosing ifs of an elif chain
         while True:
@@ -464,10 +463,9 @@ class Lowerer:
                 self.body(st.body)
                 if b.block is not None:
                     b.br(merge)
-            if other is None:
-                break
-            b.seal(other)
-            if not b.preds[other]:
+            if other is not None:
+                b.seal(other)
+            if other is None or not b.preds[other]:
                 break
             b.block = other
             if len(st.orelse) == 1 and type(st.orelse[0]) is ast.If:
@@ -479,14 +477,11 @@ class Lowerer:
             if b.block is not None:
                 b.br(merge)
             break
-        while True:
-            b.seal(merge)
-            b.block = merge if b.preds[merge] else None
-            if not outer_merges:
-                return
-            merge = outer_merges.pop()
-            if b.block is not None:
-                b.br(merge)
+        for k, m in enumerate(reversed(outer_merges + [merge])):     # innermost first
+            if k and b.block is not None:
+                b.br(m)
+            b.seal(m)
+            b.block = m if b.preds[m] else None
 
     def s_while(self, st):
         if st.orelse:
