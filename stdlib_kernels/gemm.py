@@ -5,9 +5,8 @@ A[64×16] (transposed, so a thread's 4 rows of one k are adjacent) and B[16×64]
 one 128-bit global load per thread and matrix when VEC = 4 (k and n multiples of 4, so every row
 starts 16-byte aligned), else scalar loads; tiles past the matrix edges are zero-filled, so any
 M, N, K work.  Each thread keeps a 4×4 block of C (rows 4·ty .. 4·ty+3, columns 4·tx .. 4·tx+3)
-in 16 scalar registers (a tuple of tuples) and, for each of the 16 k of a step (unrolled), reads its 4 A and 4 B
-values with two 128-bit shared loads and does 16 FMAs.
-"""
+in 16 scalar registers (a tuple of four row tuples) and, for each of the 16 k of a step
+(unrolled), reads its 4 A and 4 B values with two 128-bit shared loads and does 16 FMAs."""
 from __future__ import annotations
 
 import numpy as np
