@@ -17,10 +17,8 @@ message.  (The CUDA source needs cuBLAS headers only for types: a stub header is
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,6 +29,9 @@ import pyptx
 from pyptx.toolchain import find_ptxas
 from stdlib_kernels import qgemv, quant
 from stdlib_kernels.catalog import LLAMA
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ggml_build import compile_cubin, disassemble, ggml_root, tool  # noqa: E402 (same folder)
 
 #: kernel, format, weights one warp covers per loop iteration
 GEMVS = (
@@ -48,24 +49,9 @@ _INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^
 
 # ---- SASS ---------------------------------------------------------------------------------
 
-def _tool(exe: str) -> str | None:
-    try:
-        import nvidia
-        for p in nvidia.__path__:
-            hits = glob.glob(os.path.join(p, "*", "bin", exe))
-            if hits:
-                return hits[0]
-    except ImportError:
-        pass
-    return shutil.which(exe)
-
-
 def sass_functions(cubin: str) -> dict[str, list[tuple[int, str, str]]]:
     """cuobjdump -sass → {function: [(address, opcode, operands)]}."""
-    cuobjdump = _tool("cuobjdump")
-    env = dict(os.environ, PATH=os.path.dirname(cuobjdump) + os.pathsep + os.environ["PATH"])
-    text = subprocess.run([cuobjdump, "-sass", cubin], capture_output=True, text=True,
-                          env=env, check=True).stdout
+    text = disassemble(cubin)
     funcs, cur = {}, None
     for line in text.splitlines():
         m = re.match(r"\s*Function\s*:\s*(\S+)", line)
@@ -114,55 +100,23 @@ def pyptx_rows(arch: str):
         yield f"pyptx {name}", fmt, n * 256 / per, ck.resources()["registers"], widths
 
 
-_CUBLAS_STUB = """#pragma once
-#include <cuda_runtime.h>
-#include <library_types.h>
-typedef enum { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_NOT_INITIALIZED, CUBLAS_STATUS_ALLOC_FAILED,
-  CUBLAS_STATUS_INVALID_VALUE, CUBLAS_STATUS_ARCH_MISMATCH, CUBLAS_STATUS_MAPPING_ERROR,
-  CUBLAS_STATUS_EXECUTION_FAILED, CUBLAS_STATUS_INTERNAL_ERROR, CUBLAS_STATUS_NOT_SUPPORTED,
-  CUBLAS_STATUS_LICENSE_ERROR } cublasStatus_t;
-typedef struct cublasContext *cublasHandle_t;
-typedef enum { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TENSOR_OP_MATH = 1,
-  CUBLAS_TF32_TENSOR_OP_MATH = 3 } cublasMath_t;
-typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
-typedef enum { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99 } cublasGemmAlgo_t;
-#define CUBLAS_VER_MAJOR 13
-#define CUBLAS_VER_MINOR 0
-static inline const char *cublasGetStatusString(cublasStatus_t) { return ""; }
-cublasStatus_t cublasCreate(cublasHandle_t *);
-cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t);
-cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t);
-cublasStatus_t cublasSetWorkspace(cublasHandle_t, void *, size_t);
-"""
-
-
 def llama_cpp_rows(arch: str, ggml: str | None):
     if not ggml:
         print("llama.cpp column skipped: pass --ggml DIR or set GGML_SRC to a local ggml or "
               "llama.cpp checkout (nothing is downloaded)")
         return
-    root = next((r for r in (ggml, os.path.join(ggml, "ggml"))
-                 if os.path.isfile(os.path.join(r, "src", "ggml-cuda", "mmvq.cu"))), None)
-    nvcc = _tool("nvcc")
-    if root is None or nvcc is None:
-        why = "no nvcc" if nvcc is None else "no src/ggml-cuda/mmvq.cu"
+    root = ggml_root(ggml, "mmvq.cu")
+    if root is None or tool("nvcc") is None:
+        why = "no nvcc" if tool("nvcc") is None else "no src/ggml-cuda/mmvq.cu"
         print(f"llama.cpp column skipped: {why} (under {ggml})")
         return
-    inc = os.path.join(os.path.dirname(os.path.dirname(nvcc)), "include")
     with tempfile.TemporaryDirectory() as d:
-        with open(os.path.join(d, "cublas_v2.h"), "w") as f:
-            f.write(_CUBLAS_STUB)
-        cubin = os.path.join(d, "mmvq.cubin")
         print("compiling llama.cpp's mmvq.cu with nvcc (a few minutes) ...", flush=True)
-        p = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-O3", "-std=c++17",
-                            "-I" + os.path.join(root, "include"), "-I" + os.path.join(root, "src"),
-                            "-I" + os.path.join(root, "src", "ggml-cuda"), "-I" + d, "-I" + inc,
-                            os.path.join(root, "src", "ggml-cuda", "mmvq.cu"), "-o", cubin],
-                           capture_output=True, text=True,
-                           env=dict(os.environ, PATH=os.path.dirname(nvcc) + os.pathsep
-                                    + os.environ["PATH"]))
-        if p.returncode:
-            print("llama.cpp column skipped: nvcc failed:\n" + p.stderr[-2000:])
+        try:
+            cubin = compile_cubin(root, os.path.join(root, "src", "ggml-cuda", "mmvq.cu"), arch,
+                                  d, "mmvq")
+        except RuntimeError as e:
+            print(f"llama.cpp column skipped: {e}")
             return
         funcs = sass_functions(cubin)
         for fmt, (code, per, idp) in LLAMA_CPP.items():
@@ -176,7 +130,7 @@ def llama_cpp_rows(arch: str, ggml: str | None):
 
 
 def sass_report(arch: str, ggml: str | None) -> int:
-    if find_ptxas() is None or _tool("cuobjdump") is None:
+    if find_ptxas() is None or tool("cuobjdump") is None:
         print("SASS report needs ptxas and cuobjdump "
               "(pip: nvidia-cuda-nvcc, nvidia-cuda-cuobjdump)")
         return 1

@@ -7,7 +7,8 @@ Pure text functions (no tools needed), so they are unit-tested on their own:
 * `loops(instrs)` -> the natural loops (basic blocks, dominators, back edges), so a cold path
   that ptxas lays out at the end and jumps back from is not mistaken for a loop;
   `hot_loop(instrs)` -> the innermost loop with the most FFMAs (ties: the longer one), the loop
-  whose code a GPU runs most in the kernels we write.
+  whose code a GPU runs most in the kernels we write; `iterations(instrs, loop)` -> the shortest
+  and longest path once round it (the instructions one iteration executes).
 * `kernel_stats(instrs)` -> `SassStats`: instruction count, f64 instructions, global loads by width
   (LDG.E = 32 bits, .64, .128; .U8/.S16 ... narrower), shared loads by width, hot-loop size and
   its FFMA count.
@@ -118,12 +119,8 @@ def _dominators(n_blocks: int, succs: dict[int, list[int]]) -> list[set[int]]:
     return dom
 
 
-def loops(instrs: list[Sass]) -> list[list[Sass]]:
-    """The natural loops (a back edge to a block that dominates its source), one per header,
-    each as its instructions in address order.  A backward jump that is not a loop (a cold path
-    laid out at the end that jumps back) does not count."""
-    if not instrs:
-        return []
+def _natural_loops(instrs: list[Sass]):
+    """(blocks, successors, {header block: body block set}) of the natural loops."""
     blocks, succs = _blocks(instrs)
     dom = _dominators(len(blocks), succs)
     preds: dict[int, list[int]] = {n: [] for n in range(len(blocks))}
@@ -141,7 +138,39 @@ def loops(instrs: list[Sass]) -> list[list[Sass]]:
                     if x not in body:
                         body.add(x)
                         work.extend(preds[x])
+    return blocks, succs, bodies
+
+
+def loops(instrs: list[Sass]) -> list[list[Sass]]:
+    """The natural loops (a back edge to a block that dominates its source), one per header,
+    each as its instructions in address order.  A backward jump that is not a loop (a cold path
+    laid out at the end that jumps back) does not count."""
+    if not instrs:
+        return []
+    blocks, _, bodies = _natural_loops(instrs)
     return [[i for n in sorted(body) for i in blocks[n]] for _, body in sorted(bodies.items())]
+
+
+def iterations(instrs: list[Sass], loop: list[Sass]) -> tuple[list[Sass], list[Sass]]:
+    """The shortest and the longest way once round an innermost `loop` (one of `loops(instrs)`),
+    header to back edge, as the instructions executed.  A loop body with an if/else (a bounds
+    checked and an unchecked copy, a masked and an unmasked one) runs only one side per
+    iteration, so its size overstates the work of an iteration; these two bound it."""
+    blocks, succs, bodies = _natural_loops(instrs)
+    want = {i.addr for i in loop}
+    header, body = next((h, b) for h, b in bodies.items()
+                        if {i.addr for n in b for i in blocks[n]} == want)
+    memo: dict[int, tuple[list[Sass], list[Sass]]] = {}
+
+    def ways(n: int) -> tuple[list[Sass], list[Sass]]:      # (shortest, longest) from n round
+        if n not in memo:
+            nxt = [ways(s) for s in succs[n] if s in body and s != header]
+            if header in succs[n] or not nxt:
+                nxt.append(([], []))
+            memo[n] = (blocks[n] + min((w[0] for w in nxt), key=len),
+                       blocks[n] + max((w[1] for w in nxt), key=len))
+        return memo[n]
+    return ways(header)
 
 
 def innermost(all_loops: list[list[Sass]]) -> list[list[Sass]]:

@@ -152,6 +152,15 @@ def sass(quick: bool) -> str:
                 "the llama.cpp column needs `GGML_SRC=<local ggml checkout>`"
                 f"{', given' if ggml else ', not set in this run'}):", "", "```",
                 _captured(gguf.sass_report, "sm_90", ggml), "```"]
+    try:
+        attn = importlib.import_module("bench_attention_sass")
+    except ImportError:
+        out += ["", "Attention vs llama.cpp: benchmarks/bench_attention_sass.py is not in this "
+                "checkout."]
+    else:
+        out += ["", "Attention main loops vs llama.cpp's fattn-mma-f16 / fattn-vec "
+                "(benchmarks/bench_attention_sass.py; the llama.cpp rows need `GGML_SRC`):", "",
+                "```", attn.report("sm_90", os.environ.get("GGML_SRC")), "```"]
     return "\n".join(out)
 
 
