@@ -3,10 +3,13 @@
 Flash-decoding: the cached tokens are split across blocks, block (g, s) taking the query heads
 of KV head g (grouped-query attention: head h reads KV head h // (n_heads / n_kv_heads)) over
 tokens [s·chunk, (s+1)·chunk).  It walks its range in shared-memory tiles of 32 tokens, each K/V
-row read once with 128-bit `vload`s and shared by all the group's heads (one warp per head).
-Lane j scores token j of the tile (q·k, q pre-scaled by scale·log2 e), the warp updates the online
-softmax (running max m, denominator l, accumulator rescaled by 2^(m_old - m_new)), and lane l
-accumulates output dimensions l, l+32, ... from the tile's V rows.  The splits' unnormalised
+row read once with 128-bit `vload`s (an unrolled staging loop with no branches) and shared by
+all the group's heads (one warp per head).  In `attend_tile` 8 lanes share a q·k (4 tokens per
+warp pass, 128-bit shared loads, 3 shuffle steps), one exp2 per token updates the online softmax
+(running max m, denominator l, accumulator rescaled by 2^(m_old - m_new); q pre-scaled by
+scale·log2 e), and each lane adds p·V to 4 contiguous output dimensions per 128-bit V read.
+About 21 warp instructions per KV position and query head at head_dim 128 on sm_90
+(benchmarks/bench_attention_sass.py).  The splits' unnormalised
 partials (m_s, l_s, acc_s) are combined by `decode_merge_kernel`:
 out = Σ_s e^(m_s - M) acc_s / Σ_s e^(m_s - M) l_s, M = max_s m_s.  The split count is chosen so
 that there are at least 264 blocks (2 x 132 SMs) once the cache has a tile per split.
@@ -31,49 +34,111 @@ TARGET_BLOCKS = 264
 SMEM_LIMIT = 48 * 1024
 
 
+#: lanes that share one q·k dot product (each holds 4·DPL of its dimensions): a warp scores 32/8
+#: = 4 tokens per pass with 3 shuffle steps per pass instead of one token with 5
+KQ_LANES = 8
+
+
 @pyptx.func
-def attend_tile(qs, ks, vs, ps, n, hd, m, l, acc, DPL, TILE):
-    """One flash-decoding step of warp w (query head w of the block's group) over a tile of n
-    tokens staged in shared memory (ks/vs rows 0..n-1, n <= TILE <= 32; qs[w] pre-scaled by
-    scale·log2 e): lane j scores token j, the warp updates the running max m and denominator l
-    (base 2), rescales the accumulator tuple acc (lane l holds dimensions l, l+32, ...) and adds
-    the tile's V rows.  ps[w] is the warp's scratch row of probabilities.  Returns (m, l, acc)."""
+def attend_tile(qs, ks, vs, ps, n, m, l, acc, DPL, TILE):
+    """One flash-decoding step of warp w (query head w of the block's group) over a tile of
+    TILE token rows staged in shared memory (ks/vs rows 0..TILE-1, of which the first n are
+    tokens, the rest any finite values, as are the columns past head_dim; qs[w] pre-scaled by
+    scale·log2 e, zero past head_dim).  Returns the new (m, l, acc).
+
+    Scores: lane (g, i) = (lane // 8, lane % 8) holds q dimensions 4(i + 8k) .. +3 (k < DPL)
+    and in pass p dots them with token 4p + g's K row (128-bit shared loads that 8 lanes read
+    as one contiguous 128-byte line), then the 8 lanes add their parts in 3 shuffle steps.
+    Softmax (base 2): the running max m is the warp's; l is this lane group's sum (all 8 lanes
+    of a group hold it; `tile_sum` adds the 4 groups once at the end); one exp2 per token.
+    Values: the probabilities go through the warp's row ps[w] and every lane adds p_t·V[t] to its
+    DPL output dimensions (`value_column`)."""
     lane = thread_idx.x & 31
     w = thread_idx.x >> 5
-    live = lane < n
-    s = NEG_BIG
-    if live:
+    g = lane >> 3
+    i = lane & (KQ_LANES - 1)
+    q = ()
+    for k in pyptx.static_range(DPL):
+        q = q + (pyptx.vload(qs, (w, 4 * (i + 8 * k)), 4),)
+    scores = ()
+    mt = NEG_BIG
+    for p in pyptx.static_range(TILE // 4):
         s = 0.0
-        for d in range(hd):
-            s += qs[w, d] * ks[lane, d]
-    m_new = max(m, warp_max(s))
+        for k in pyptx.static_range(DPL):
+            kv = pyptx.vload(ks, (4 * p + g, 4 * (i + 8 * k)), 4)
+            for x in pyptx.static_range(4):
+                s += q[k][x] * kv[x]
+        for b in pyptx.static_range(3):
+            s += pyptx.shfl_xor(s, 4 >> b)
+        s = s if 4 * p + g < n else NEG_BIG
+        mt = max(mt, s)
+        scores = scores + (s,)
+    mt = max(mt, pyptx.shfl_xor(mt, 8))
+    m_new = max(m, max(mt, pyptx.shfl_xor(mt, 16)))
     corr = pyptx.math.fast_exp2(m - m_new)
-    p = pyptx.math.fast_exp2(s - m_new) if live else 0.0
-    l = l * corr + warp_sum(p)
-    if lane < TILE:
-        ps[w, lane] = p
+    l = l * corr
+    for p in pyptx.static_range(TILE // 4):
+        e = pyptx.math.fast_exp2(scores[p] - m_new)
+        l += e
+        if i == 0:
+            ps[w, 4 * p + g] = e
     pyptx.syncwarp()
+    VW = 4 if DPL % 4 == 0 else (2 if DPL % 2 == 0 else 1)      # as value_column
     na = ()
-    for i in pyptx.static_range(DPL):
-        a = acc[i] * corr
-        for j in range(n):
-            a += ps[w, j] * vs[j, lane + 32 * i]
-        na = na + (a,)
+    for c in pyptx.static_range(DPL):
+        na = na + (acc[c] * corr,)
+    for j4 in pyptx.static_range(TILE // 4):
+        pv = pyptx.vload(ps, (w, 4 * j4), 4)
+        for jj in pyptx.static_range(4):
+            acc2 = ()
+            for c in pyptx.static_range(DPL // VW):
+                v = pyptx.vload(vs, (4 * j4 + jj, VW * (lane + 32 * c)), VW)
+                for x in pyptx.static_range(VW):
+                    acc2 = acc2 + (na[c * VW + x] + pv[jj] * v[x],)
+            na = acc2
+    pyptx.syncwarp()                        # ps[w] is rewritten by the next tile
     return m_new, l, na
+
+
+@pyptx.func
+def stage_vectors(ks, vs, kc, vc, a, row, src, r, dst):
+    """ks[r, dst:dst+4] = kc[a, row, src:src+4] and likewise V, one 128-bit load and store each.
+    The staging loops clamp row to the last token of the range and src to the last vector of
+    head_dim instead of branching: every load stays in bounds and the copies are harmless, as
+    attend_tile masks the scores of rows past n (so their p is 0 against finite V values) and
+    multiplies K columns past head_dim by q's zeros."""
+    pyptx.vstore(ks, (r, dst), pyptx.vload(kc, (a, row, src), 4))
+    pyptx.vstore(vs, (r, dst), pyptx.vload(vc, (a, row, src), 4))
+
+
+@pyptx.func
+def tile_sum(l):
+    """The softmax denominator of the warp from attend_tile's per-group partial sums."""
+    l = l + pyptx.shfl_xor(l, 8)
+    return l + pyptx.shfl_xor(l, 16)
+
+
+@pyptx.func
+def value_column(lane, c, DPL):
+    """The output dimension of element c of a lane's accumulator tuple in attend_tile: V rows
+    are read VW floats at a time (VW = 4, 2 or 1, the widest dividing DPL), lane l owning
+    dimensions VW·(l + 32j) + x for x < VW, j < DPL / VW."""
+    VW = 4 if DPL % 4 == 0 else (2 if DPL % 2 == 0 else 1)
+    return VW * (lane + 32 * (c // VW)) + c % VW
 
 
 @pyptx.func
 def store_partials(part_ml, part_acc, row, split, m, l, acc, hd, DPL):
     """A split's unnormalised result for decode_merge_kernel: part_ml[row, split] = (m in
-    natural-log units, l), part_acc[row, split, :] = acc (lane l's dimensions l, l+32, ...)."""
+    natural-log units, l), part_acc[row, split, :] = acc (laid out as value_column says)."""
     lane = thread_idx.x & 31
     if lane == 0:
         part_ml[row, split, 0] = m * LN2
         part_ml[row, split, 1] = l
-    for i in pyptx.static_range(DPL):
-        d = lane + 32 * i
+    for c in pyptx.static_range(DPL):
+        d = value_column(lane, c, DPL)
         if d < hd:
-            part_acc[row, split, d] = acc[i]
+            part_acc[row, split, d] = acc[c]
 
 
 @pyptx.func
@@ -111,15 +176,14 @@ def decode_attention_kernel(out: f32[:, :], part_ml: f32[:, :, :], part_acc: f32
                             SPLIT: pyptx.constexpr):
     """Block (g, s): the GROUP query heads of KV head g (one warp each) over tokens
     [s·chunk, (s+1)·chunk) ∩ [0, seq_len), in shared-memory tiles of TILE tokens that all the
-    group's warps read.  Lane j scores token j of a tile (q·k from shared memory), the warp
-    updates its online softmax (base 2: q is pre-scaled by scale·log2 e), and lane l accumulates
-    output dimensions l, l+32, ... (DPL of them) from the tile's V rows.
+    group's warps read (each K/V row loaded once per block, 128-bit when VEC).  Each warp runs
+    attend_tile on every tile (base 2: q is pre-scaled by scale·log2 e).
 
     SPLIT=False: out[head] = the normalised result.  SPLIT=True: part_ml[head, s] = (m, l) with m
     in natural-log units, part_acc[head, s] = the unnormalised accumulator (decode_merge_kernel).
     """
     width = DPL * 32
-    ks = pyptx.shared.array((TILE, width + 1), f32)     # +1: lanes read different rows
+    ks = pyptx.shared.array((TILE, width), f32)
     vs = pyptx.shared.array((TILE, width), f32)
     qs = pyptx.shared.array((GROUP, width), f32)
     ps = pyptx.shared.array((GROUP, TILE), f32)
@@ -128,49 +192,65 @@ def decode_attention_kernel(out: f32[:, :], part_ml: f32[:, :, :], part_acc: f32
     split = block_idx.y
     tid = thread_idx.x
     lane = tid & 31
-    w = tid >> 5
     nthreads = GROUP * 32
-    head = kvh * GROUP + w
+    head = kvh * GROUP + (tid >> 5)
     t0 = split * chunk
     t1 = min(seq_len, t0 + chunk)
-    for e in range(tid, GROUP * hd, nthreads):
-        qs[e // hd, e % hd] = q[kvh * GROUP + e // hd, e % hd] * scale_log2
+    for e in range(tid, GROUP * width, nthreads):      # zero past head_dim
+        h = e // width
+        d = e - h * width
+        qs[h, d] = q[kvh * GROUP + h, d] * scale_log2 if d < hd else 0.0
+    NV = DPL * 8                            # 4-float vectors per shared row
+    RS = nthreads // NV                     # rows staged per step when NV divides the block
+    vr = tid // NV
+    vdst = (tid - vr * NV) * 4
+    vsrc = min(vdst, hd - 4)                # see stage_vectors
     acc = (0.0,) * DPL
     m = NEG_BIG
     l = 0.0
     for tt in range(t0, t1, TILE):
         pyptx.syncthreads()                 # the previous tile is consumed (and q is stored)
-        if VEC:                             # 128-bit loads: hd % 4 == 0
-            q4 = hd >> 2
-            for e in range(tid, TILE * q4, nthreads):
-                r = e // q4
-                c = (e - r * q4) * 4
-                if tt + r < t1:
-                    kv = pyptx.vload(k_cache, (kvh, tt + r, c), 4)
-                    vv = pyptx.vload(v_cache, (kvh, tt + r, c), 4)
-                else:
-                    kv = (0.0, 0.0, 0.0, 0.0)
-                    vv = (0.0, 0.0, 0.0, 0.0)
-                for x in pyptx.static_range(4):
-                    ks[r, c + x] = kv[x]
-                    vs[r, c + x] = vv[x]
+        if VEC:                             # 128-bit loads and stores: hd % 4 == 0
+            if nthreads % NV == 0:          # rows vr, vr + RS, ...: one column per thread
+                for it in pyptx.static_range((TILE + RS - 1) // RS):
+                    r = vr + it * RS
+                    if TILE % RS == 0:
+                        stage_vectors(ks, vs, k_cache, v_cache, kvh, min(tt + r, t1 - 1), vsrc,
+                                      r, vdst)
+                    elif r < TILE:
+                        stage_vectors(ks, vs, k_cache, v_cache, kvh, min(tt + r, t1 - 1), vsrc,
+                                      r, vdst)
+            else:
+                for it in pyptx.static_range((TILE * NV + nthreads - 1) // nthreads):
+                    e = tid + it * nthreads
+                    r = e // NV
+                    c = (e - r * NV) * 4
+                    if e < TILE * NV:
+                        stage_vectors(ks, vs, k_cache, v_cache, kvh, min(tt + r, t1 - 1),
+                                      min(c, hd - 4), r, c)
         else:
-            for e in range(tid, TILE * hd, nthreads):
-                r = e // hd
-                c = e - r * hd
-                ok = tt + r < t1
-                ks[r, c] = k_cache[kvh, tt + r, c] if ok else 0.0
-                vs[r, c] = v_cache[kvh, tt + r, c] if ok else 0.0
+            for e in range(tid, TILE * width, nthreads):
+                r = e // width
+                c = e - r * width
+                kx = 0.0
+                vx = 0.0
+                if tt + r < t1:
+                    if c < hd:
+                        kx = k_cache[kvh, tt + r, c]
+                        vx = v_cache[kvh, tt + r, c]
+                ks[r, c] = kx
+                vs[r, c] = vx
         pyptx.syncthreads()
-        m, l, acc = attend_tile(qs, ks, vs, ps, min(TILE, t1 - tt), hd, m, l, acc, DPL, TILE)
+        m, l, acc = attend_tile(qs, ks, vs, ps, min(TILE, t1 - tt), m, l, acc, DPL, TILE)
+    l = tile_sum(l)
     if SPLIT:
         store_partials(part_ml, part_acc, head, split, m, l, acc, hd, DPL)
     else:
         inv = 1.0 / l if l > 0.0 else 0.0
-        for i in pyptx.static_range(DPL):
-            d = lane + 32 * i
+        for c in pyptx.static_range(DPL):
+            d = value_column(lane, c, DPL)
             if d < hd:
-                out[head, d] = acc[i] * inv
+                out[head, d] = acc[c] * inv
 
 
 @pyptx.kernel
@@ -267,7 +347,7 @@ def _tile(dpl: int, group: int) -> int | None:
         return None
     width = 32 * dpl
     for tile in (32, 16, 8):
-        if 4 * (tile * (width + 1) + tile * width + group * width + group * tile) <= SMEM_LIMIT:
+        if 4 * (2 * tile * width + group * width + group * tile) <= SMEM_LIMIT:
             return tile
     return None
 

@@ -27,7 +27,7 @@ from pyptx import block_idx, f32, i32, thread_idx
 from . import _validate as V
 from ._warp import NEG_BIG
 from .attention import (LOG2E, TARGET_BLOCKS, _tile, attend_tile, merged_value,
-                        store_partials)
+                        stage_vectors, store_partials, tile_sum, value_column)
 
 
 @pyptx.kernel
@@ -78,7 +78,7 @@ def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f
     n_kv_heads = grid_dim.x).  SPLIT=False: out[b, head] = the normalised
     result; SPLIT=True: the split's partials in row b·n_heads + head of part_ml/part_acc."""
     width = DPL * 32
-    ks = pyptx.shared.array((TILE, width + 1), f32)     # +1: lanes read different rows
+    ks = pyptx.shared.array((TILE, width), f32)
     vs = pyptx.shared.array((TILE, width), f32)
     qs = pyptx.shared.array((GROUP, width), f32)
     ps = pyptx.shared.array((GROUP, TILE), f32)
@@ -89,59 +89,71 @@ def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f
     b = block_idx.z
     tid = thread_idx.x
     lane = tid & 31
-    w = tid >> 5
     nthreads = GROUP * 32
-    head = kvh * GROUP + w
+    head = kvh * GROUP + (tid >> 5)
     pmask = (1 << log2_page) - 1
     t0 = split * chunk
     # never past the block table's capacity, whatever seq_lens holds
     t1 = min(min(seq_lens[b], block_table.shape[1] << log2_page), t0 + chunk)
-    for e in range(tid, GROUP * hd, nthreads):
-        qs[e // hd, e % hd] = q[b, kvh * GROUP + e // hd, e % hd] * scale_log2
+    for e in range(tid, GROUP * width, nthreads):      # zero past head_dim
+        h = e // width
+        d = e - h * width
+        qs[h, d] = q[b, kvh * GROUP + h, d] * scale_log2 if d < hd else 0.0
+    NV = DPL * 8                            # 4-float vectors per shared row
+    RS = nthreads // NV                     # rows staged per step when NV divides the block
+    vr = tid // NV
+    vdst = (tid - vr * NV) * 4
+    vsrc = min(vdst, hd - 4)                # see attention.stage_vectors
     acc = (0.0,) * DPL
     m = NEG_BIG
     l = 0.0
     for tt in range(t0, t1, TILE):
         pyptx.syncthreads()                 # the previous tile is consumed (and q is stored)
-        if VEC:                             # 128-bit loads: hd % 4 == 0
-            q4 = hd >> 2
-            for e in range(tid, TILE * q4, nthreads):
-                r = e // q4
-                c = (e - r * q4) * 4
-                t = tt + r
-                if t < t1:
+        if VEC:                             # 128-bit loads and stores: hd % 4 == 0
+            if nthreads % NV == 0:          # rows vr, vr + RS, ...: one column per thread
+                for it in pyptx.static_range((TILE + RS - 1) // RS):
+                    r = vr + it * RS
+                    t = min(tt + r, t1 - 1)
                     pg = block_table[b, t >> log2_page] * n_kv + kvh
-                    kv = pyptx.vload(k_pages, (pg, t & pmask, c), 4)
-                    vv = pyptx.vload(v_pages, (pg, t & pmask, c), 4)
-                else:
-                    kv = (0.0, 0.0, 0.0, 0.0)
-                    vv = (0.0, 0.0, 0.0, 0.0)
-                for x in pyptx.static_range(4):
-                    ks[r, c + x] = kv[x]
-                    vs[r, c + x] = vv[x]
+                    if TILE % RS == 0:
+                        stage_vectors(ks, vs, k_pages, v_pages, pg, t & pmask, vsrc, r, vdst)
+                    elif r < TILE:
+                        stage_vectors(ks, vs, k_pages, v_pages, pg, t & pmask, vsrc, r, vdst)
+            else:
+                for it in pyptx.static_range((TILE * NV + nthreads - 1) // nthreads):
+                    e = tid + it * nthreads
+                    r = e // NV
+                    c = (e - r * NV) * 4
+                    t = min(tt + r, t1 - 1)
+                    if e < TILE * NV:
+                        pg = block_table[b, t >> log2_page] * n_kv + kvh
+                        stage_vectors(ks, vs, k_pages, v_pages, pg, t & pmask, min(c, hd - 4),
+                                      r, c)
         else:
-            for e in range(tid, TILE * hd, nthreads):
-                r = e // hd
-                c = e - r * hd
+            for e in range(tid, TILE * width, nthreads):
+                r = e // width
+                c = e - r * width
                 t = tt + r
                 kx = 0.0
                 vx = 0.0
                 if t < t1:
-                    pg = block_table[b, t >> log2_page] * n_kv + kvh
-                    kx = k_pages[pg, t & pmask, c]
-                    vx = v_pages[pg, t & pmask, c]
+                    if c < hd:
+                        pg = block_table[b, t >> log2_page] * n_kv + kvh
+                        kx = k_pages[pg, t & pmask, c]
+                        vx = v_pages[pg, t & pmask, c]
                 ks[r, c] = kx
                 vs[r, c] = vx
         pyptx.syncthreads()
-        m, l, acc = attend_tile(qs, ks, vs, ps, min(TILE, t1 - tt), hd, m, l, acc, DPL, TILE)
+        m, l, acc = attend_tile(qs, ks, vs, ps, min(TILE, t1 - tt), m, l, acc, DPL, TILE)
+    l = tile_sum(l)
     if SPLIT:
         store_partials(part_ml, part_acc, b * q.shape[1] + head, split, m, l, acc, hd, DPL)
     else:
         inv = 1.0 / l if l > 0.0 else 0.0
-        for i in pyptx.static_range(DPL):
-            d = lane + 32 * i
+        for c in pyptx.static_range(DPL):
+            d = value_column(lane, c, DPL)
             if d < hd:
-                out[b, head, d] = acc[i] * inv
+                out[b, head, d] = acc[c] * inv
 
 
 @pyptx.kernel

@@ -24,6 +24,20 @@ def test_decode_attention_single_pass(n_heads, n_kv, hd, seq_len):
     np.testing.assert_allclose(out, decode_ref(q, kc, vc, seq_len), rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("n_heads,n_kv,hd,seq_len", [
+    (3, 1, 128, 45),      # 96 threads stage 3 rows a step: 32 rows leave a remainder step
+    (1, 1, 96, 50),       # 24 vectors a row do not divide 32 threads: the flat staging loop
+    (4, 2, 92, 40),       # head_dim past the last full 32-lane column group: clamped columns
+    (2, 1, 90, 37)])      # head_dim % 4 != 0: scalar staging
+def test_decode_attention_staging_paths(n_heads, n_kv, hd, seq_len):
+    r = rng(n_heads * 100 + hd)
+    kc, vc = caches(r, n_kv, 64, hd)
+    q = randn(r, n_heads, hd, scale=2.0)
+    for splits in (1, 2):
+        out = sk.decode_attention(q, kc, vc, seq_len, num_splits=splits)
+        np.testing.assert_allclose(out, decode_ref(q, kc, vc, seq_len), rtol=RTOL, atol=ATOL)
+
+
 @pytest.mark.parametrize("num_splits", [2, 3, 7])
 @pytest.mark.parametrize("seq_len", [7, 33])
 def test_decode_attention_split_k_matches(num_splits, seq_len):
@@ -133,4 +147,6 @@ def test_flash_decoding_fills_the_gpu_and_uses_128_bit_loads():
         assert n_kv * -(-4096 // chunk) >= 2 * 132
     ptx = pyptx.compile(sk.decode_attention_kernel, constexprs=dict(
         DPL=4, TILE=32, GROUP=4, VEC=True, SPLIT=True)).ptx
-    assert ptx.count("ld.global.v4.f32") == 2 or ptx.count("ld.global.nc.v4.f32") == 2
+    # the staging loop is unrolled: 32 rows x 32 vectors / 128 threads = 8 steps, a K and a V
+    # 128-bit load each
+    assert ptx.count("ld.global.v4.f32") + ptx.count("ld.global.nc.v4.f32") == 2 * 8

@@ -42,7 +42,7 @@ def make(r, batch, n_heads, n_kv, hd, ps, max_pages, lens, spare=3):
 
 
 @pytest.mark.parametrize("ps", [8, 16, 32, 64])
-@pytest.mark.parametrize("n_heads,n_kv,hd", [(4, 2, 64), (3, 1, 32), (2, 2, 36)])
+@pytest.mark.parametrize("n_heads,n_kv,hd", [(4, 2, 64), (3, 1, 32), (2, 2, 36), (1, 1, 96)])
 def test_paged_attention_ragged_gqa(ps, n_heads, n_kv, hd):
     r = rng(ps * 100 + n_heads * 10 + hd)
     max_pages = max(2, 96 // ps)
@@ -172,4 +172,5 @@ def test_paged_kv_scatter_rejects_bad_shapes():
 def test_paged_attention_uses_128_bit_loads():
     ptx = pyptx.compile(sk.paged_attention_kernel, constexprs=dict(
         DPL=4, TILE=32, GROUP=4, VEC=True, SPLIT=True)).ptx
-    assert ptx.count("ld.global.v4.f32") + ptx.count("ld.global.nc.v4.f32") == 2
+    # 8 unrolled staging steps (32 rows x 32 vectors / 128 threads), a K and a V load each
+    assert ptx.count("ld.global.v4.f32") + ptx.count("ld.global.nc.v4.f32") == 2 * 8
