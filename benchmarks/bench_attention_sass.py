@@ -7,20 +7,22 @@ Ours: `flash_attention_tc` (D = 128, f16, causal and not) and the decode kernels
 Theirs (with `--ggml DIR` or $GGML_SRC naming a local ggml / llama.cpp checkout; nothing is
 downloaded): `flash_attn_ext_f16` (fattn-mma-f16.cuh) for D = 128 at the 64-column tiles a
 prefill uses, without GQA packing (ncols2 = 1: synchronous loads) and with it (ncols2 = 4, 8:
-two-stage cp.async), and `flash_attn_ext_vec` (fattn-vec.cuh) with f16 K/V, D = 128, one query
-column (decode).  Each is instantiated alone in a small generated .cu that includes ggml's header
+two-stage cp.async), at the 8-column tiles of small batches (1x8: a decode step with 8 query
+heads per KV head; 8x1), and `flash_attn_ext_vec` (fattn-vec.cuh) with f16 K/V, D = 128, one
+query column (decode).  Each is instantiated alone in a small generated .cu that includes ggml's header
 and compiled with the nvcc wheel.
 
 For every kernel: the KV main loop (the innermost loop with the most HMMAs, else the most
-MUFU.EX2, i.e. the one that does the softmax), and once round it (the shortest and longest path:
+MUFU.EX2, i.e. the one that does the softmax), and once round it (every path, shortest to longest:
 a loop body with a masked and an unmasked copy runs one of them per iteration) the instructions,
 HMMA, LDSM, MUFU.EX2, global loads / cp.async by width, shared loads, shuffles, barriers, with
 registers and local memory (spills or stack).  Work per warp per iteration is derived from the
 code: flash attention does two GEMMs per tile (S = QKᵀ, O += PV), each HMMA.16816 is 16·8·16
 MACs, so keys × query rows per warp = HMMA · 2048 / (2·D); decode does 2·D MACs per KV position
 and query head, so positions ≈ FFMA · 32 / (2·D) (an upper bound: the softmax adds a few FFMAs).
-Normalised: flash attention as instructions per HMMA (equal work per HMMA on both sides), decode
-as warp instructions per KV position per query head.
+Normalised, on the longest path (which overstates the steady state where that path holds code
+for the last or the diagonal tile only): flash attention as instructions per HMMA (equal work per
+HMMA on both sides), decode as warp instructions per KV position per query head.
 """
 from __future__ import annotations
 
@@ -35,13 +37,13 @@ if __package__ in (None, ""):                  # `python benchmarks/bench_attent
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import ggml_build as gb  # noqa: E402
-from benchmarks.sass_count import (Sass, access_bits, innermost, iterations, loops,  # noqa: E402
-                                   parse_sass)
+from benchmarks.sass_count import (Sass, access_bits, innermost, iteration_lengths,  # noqa: E402
+                                   iterations, loops, parse_sass)
 
 D = 128
 #: llama.cpp prefill instances for D = 128: (ncols1, ncols2); ncols1·ncols2 = 64 query columns
 #: per block (4 warps of 16) and 64 keys per iteration (its Ampere config for D = 128)
-MMA_CASES = ((64, 1), (16, 4), (8, 8))
+MMA_CASES = ((64, 1), (16, 4), (8, 8), (1, 8), (8, 1))
 #: fattn-vec, D = 128, one query column, f16 K and V (ggml_type 1), no logit softcap: 128 threads,
 #: 128 KV positions per block and iteration, so 32 per warp
 VEC_PREFIX = "_Z18flash_attn_ext_vecILi128ELi1EL9ggml_type1ELS0_1ELb0E"
@@ -58,7 +60,9 @@ class LoopCount:
     short: Counter = field(default_factory=Counter)
     long: Counter = field(default_factory=Counter)
     nested: bool = False                        # the loop has inner loops (counts are a floor)
+    lengths: list = field(default_factory=list)  # every distinct iteration length
     positions: int = 0                          # decode: KV positions per warp per iteration
+    rows: int = 16                              # FA: query rows (columns) per warp
     error: str = ""
 
 
@@ -111,6 +115,7 @@ def count_function(label: str, kind: str, instrs: list[Sass], registers: int,
     else:
         short, long = iterations(instrs, lp)
         row.short, row.long = _count(short), _count(long)
+        row.lengths = iteration_lengths(instrs, lp)
     return row
 
 
@@ -146,6 +151,13 @@ def ours_rows(arch: str) -> list[LoopCount]:
 
 
 # ---- llama.cpp ----------------------------------------------------------------------------
+
+def _ncols(name: str) -> int:
+    """Query columns per block of an 'mma{ncols1}x{ncols2}' job: ggml gives a warp 8 of them
+    when the block has at most 8, else 16."""
+    c1, c2 = name[3:].split("x")
+    return int(c1) * int(c2)
+
 
 def _instance(workdir: str, name: str, header: str, line: str) -> str:
     """A generated one-instance translation unit (ggml's own declaration macro)."""
@@ -190,6 +202,7 @@ def llama_rows(arch: str, ggml: str | None) -> tuple[list[LoopCount], str]:
             row = count_function(label, kind, funcs[fn], r.get("REG", 0),
                                  f"stack {r.get('STACK', 0)} B, {local} STL/LDL")
             row.positions = VEC_POSITIONS
+            row.rows = 8 if name.startswith("mma") and _ncols(name) <= 8 else 16
             rows.append(row)
     return rows, ""
 
@@ -235,7 +248,7 @@ def normalised(r: LoopCount) -> float | None:
 def work(r: LoopCount) -> str:
     if r.kind == "fa":
         area = r.long["HMMA"] * 2048 // (2 * D)
-        return f"{area} key·rows (= {area // 16} keys x 16 rows)"
+        return f"{area} key·rows (= {area // r.rows} keys x {r.rows} rows)"
     est = r.long["FFMA"] * 32 / (2 * D)
     return f"{r.positions} positions (FFMA: <= {est:.0f})"
 
@@ -248,6 +261,11 @@ def report(arch: str, ggml: str | None) -> str:
     lines = [f"attention KV main loops on {arch}, D = {D}, per warp, once round (shortest-longest "
              "path; the other columns count the longest)", "", HEAD]
     lines += [_line(r) for r in ours + theirs]
+    lines += ["", "every way once round (instructions; a causal kernel masks only its diagonal "
+              "tiles, the last tile prefetches nothing, llama.cpp skips its mask code without "
+              "a mask):"]
+    lines += [f"{r.label:48s} {' / '.join(map(str, r.lengths))}" for r in ours + theirs
+              if r.lengths]
     if why:
         lines += ["", why]
     lines += ["", f"{'normalised (longest iteration)':48s} {'work per warp per iteration':36s} "

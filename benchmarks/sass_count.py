@@ -151,15 +151,38 @@ def loops(instrs: list[Sass]) -> list[list[Sass]]:
     return [[i for n in sorted(body) for i in blocks[n]] for _, body in sorted(bodies.items())]
 
 
+def _loop_dag(instrs: list[Sass], loop: list[Sass]):
+    """(blocks, successors, header, body) of the natural loop whose instructions are `loop`."""
+    blocks, succs, bodies = _natural_loops(instrs)
+    want = {i.addr for i in loop}
+    header, body = next((h, b) for h, b in bodies.items()
+                        if {i.addr for n in b for i in blocks[n]} == want)
+    return blocks, succs, header, body
+
+
+def iteration_lengths(instrs: list[Sass], loop: list[Sass], limit: int = 16) -> list[int]:
+    """The distinct instruction counts of the ways once round an innermost loop, ascending (at
+    most `limit` of them: the shortest ones when there are more)."""
+    blocks, succs, header, body = _loop_dag(instrs, loop)
+    memo: dict[int, set[int]] = {}
+
+    def ways(n: int) -> set[int]:
+        if n not in memo:
+            out = {0} if header in succs[n] else set()
+            for s in succs[n]:
+                if s in body and s != header:
+                    out |= ways(s)
+            memo[n] = set(sorted(len(blocks[n]) + w for w in (out or {0}))[:limit])
+        return memo[n]
+    return sorted(ways(header))
+
+
 def iterations(instrs: list[Sass], loop: list[Sass]) -> tuple[list[Sass], list[Sass]]:
     """The shortest and the longest way once round an innermost `loop` (one of `loops(instrs)`),
     header to back edge, as the instructions executed.  A loop body with an if/else (a bounds
     checked and an unchecked copy, a masked and an unmasked one) runs only one side per
     iteration, so its size overstates the work of an iteration; these two bound it."""
-    blocks, succs, bodies = _natural_loops(instrs)
-    want = {i.addr for i in loop}
-    header, body = next((h, b) for h, b in bodies.items()
-                        if {i.addr for n in b for i in blocks[n]} == want)
+    blocks, succs, header, body = _loop_dag(instrs, loop)
     memo: dict[int, tuple[list[Sass], list[Sass]]] = {}
 
     def ways(n: int) -> tuple[list[Sass], list[Sass]]:      # (shortest, longest) from n round

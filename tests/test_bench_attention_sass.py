@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import bench_attention_sass as bas
-from benchmarks.sass_count import iterations, loops, parse_sass
+from benchmarks.sass_count import iteration_lengths, iterations, loops, parse_sass
 from test_sass_report import _listing
 
 # a loop 0x10..0x90 whose body is an if/else (a masked and an unmasked copy) joined at 0x80
@@ -31,6 +31,7 @@ def test_iterations_take_one_side_of_an_if_else():
     short, long = iterations(ins, lp)
     assert [i.addr for i in short] == [0x10, 0x20, 0x30, 0x40, 0x80, 0x90]
     assert [i.addr for i in long] == [0x10, 0x20, 0x50, 0x60, 0x70, 0x80, 0x90]
+    assert iteration_lengths(ins, lp) == [6, 7]
 
 
 def test_main_loop_counts_one_iteration():
