@@ -8,7 +8,8 @@ mask).  Slot s names page `s // page_size`, row `s % page_size` of the pool.
 `paged_attention` is decode_attention's flash-decoding over pages: block (g, s, b) takes the
 query heads of KV head g of sequence b (one warp each) over tokens [s·chunk, (s+1)·chunk), chunk a
 multiple of the page size and of the 32-token tile (a split is a group of whole pages).  Each
-tile's K/V rows are looked up through the block table, read once with 128-bit `vload`s into shared
+tile's K/V rows are looked up through the block table (one page id per tile when pages hold at
+least a tile: tiles start at multiples of their size), read once with 128-bit `vload`s into shared
 memory and scored by every head of the group (`attention.attend_tile`, the same step as
 decode_attention); splits store partials (`attention.store_partials`) that
 `paged_merge_kernel` combines with `attention.merged_value`.  The split count follows from the
@@ -110,14 +111,18 @@ def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f
     for tt in range(t0, t1, TILE):
         pyptx.syncthreads()                 # the previous tile is consumed (and q is stored)
         if VEC:                             # 128-bit loads and stores: hd % 4 == 0
-            if nthreads % NV == 0:          # rows vr, vr + RS, ...: one column per thread
-                for it in pyptx.static_range((TILE + RS - 1) // RS):
-                    r = vr + it * RS
-                    t = min(tt + r, t1 - 1)
-                    pg = block_table[b, t >> log2_page] * n_kv + kvh
-                    if TILE % RS == 0:
-                        stage_vectors(ks, vs, k_pages, v_pages, pg, t & pmask, vsrc, r, vdst)
-                    elif r < TILE:
+            if nthreads % NV == 0 and TILE % RS == 0:   # rows vr, vr + RS, ...: a column each
+                if pmask >= TILE - 1:       # the tile lies in one page (tt % TILE == 0): one id
+                    pg = block_table[b, tt >> log2_page] * n_kv + kvh
+                    for it in pyptx.static_range(TILE // RS):
+                        r = vr + it * RS
+                        stage_vectors(ks, vs, k_pages, v_pages, pg, min(tt + r, t1 - 1) & pmask,
+                                      vsrc, r, vdst)
+                else:
+                    for it in pyptx.static_range(TILE // RS):
+                        r = vr + it * RS
+                        t = min(tt + r, t1 - 1)
+                        pg = block_table[b, t >> log2_page] * n_kv + kvh
                         stage_vectors(ks, vs, k_pages, v_pages, pg, t & pmask, vsrc, r, vdst)
             else:
                 for it in pyptx.static_range((TILE * NV + nthreads - 1) // nthreads):
