@@ -7,13 +7,20 @@ not start 16-byte aligned gets a partial first and last chunk, read element by e
 * Register-resident rows (≤ 32·8 chunks of 4 for the warp kernel, ≤ BLOCK·8 for the block
   kernel): x is read once into registers, the row max is reduced, each element's e^(x−max) is
   computed once and kept, the sum reduced, and e·(1/sum) written: exactly one `exp` per element.
-* Longer rows stream: pass 1 keeps a per-thread online (max m, Σe^(x−m)), rescaling the sum only
-  when a 4-element chunk raises the max; the block then reduces M = max m, and each thread rescales
-  its own partial once (s·e^(m−M)) before the block sum; pass 2 writes e^(x−M)/sum.
+* Longer rows stream, also with one `exp` per element: pass 1 writes y = e^(x−r) into `out` and
+  sums it, against a per-thread reference r (its running max, moved only when a chunk rises more
+  than STREAM_HEADROOM above it: then the sum and the y the thread already wrote are rescaled by
+  e^(r_old−r_new), which for most rows never or once happens); the block reduces R = max r and
+  S = Σ s·e^(r−R), and pass 2 rescales the thread's own y by one factor e^(r−R)/S (a load, four
+  multiplies and a store per chunk; one `exp` per thread).  Pass 2 reads y where the two-exp
+  version re-read x; y's first write is the extra traffic (absorbed by L2 when the row fits).
 Block reductions are warp butterflies whose per-warp partials warp 0 merges once.  Subtracting the
-row max keeps every exponent ≤ 0, so ±80 (or ±1e30) inputs never overflow.
+row max (or a reference at most STREAM_HEADROOM below it) keeps every exponent ≤ 16, so ±80 (or
+±1e30) inputs never overflow.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -27,6 +34,13 @@ from ._warp import NEG_BIG, block_max, block_sum, warp_max, warp_sum
 
 #: threads per block of the warp-per-row kernel (= rows per block × 32)
 WARP_KERNEL_BLOCK = 256
+#: how far (in e-folds) a streamed chunk may rise above its thread's reference r before r moves:
+#: the stored e^(x−r) stay ≤ e^16 (a thread's sum of up to 2^31 of them cannot overflow), and
+#: where the final factor e^(r−R)/S is subnormal the outputs it scales are < e^16·2^-126, so
+#: their absolute error stays below ~1e-38
+STREAM_HEADROOM = 16.0
+#: the streamed pass's fill for columns outside the row: e^(−inf − r) = 0 adds nothing to the sum
+NEG_INF = -math.inf
 
 
 @pyptx.func
@@ -65,6 +79,40 @@ def chunk_max(vals, CHUNKS):
     return m
 
 
+@pyptx.func
+def scale_stored(out, row, n, first, stop, f: f32, STRIDE, VEC):
+    """out[row, chunk] *= f for the thread's chunks first, first + 4·STRIDE, ... below `stop`."""
+    for c in range(first, stop, STRIDE * 4):
+        a, b, d, e = load_row4(out, row, c, n, 0.0, VEC)
+        store_row4(out, row, c, n, a * f, b * f, d * f, e * f, VEC)
+
+
+@pyptx.func
+def stream_exp(out, x, row, n, first, STRIDE, VEC):
+    """Pass 1 of the streamed softmax over the thread's chunks first, first + 4·STRIDE, ...:
+    out = e^(x − r) and returns (r, s = Σ e^(x − r)).  r starts at −FLT_MAX and moves to a
+    chunk's max when that rises more than STREAM_HEADROOM above r; what the thread stored
+    before (only if its sum is not 0) is rescaled to the new r then."""
+    r = NEG_BIG
+    s = f32(0.0)
+    for c in range(first, n, STRIDE * 4):
+        a, b, d, e = load_row4(x, row, c, n, NEG_INF, VEC)
+        cm = max(max(a, b), max(d, e))
+        if cm > r + STREAM_HEADROOM:
+            if s > 0.0:
+                k = pyptx.math.exp(r - cm)
+                s = s * k
+                scale_stored(out, row, n, first, c, k, STRIDE, VEC)
+            r = cm
+        a = pyptx.math.exp(a - r)
+        b = pyptx.math.exp(b - r)
+        d = pyptx.math.exp(d - r)
+        e = pyptx.math.exp(e - r)
+        s += (a + b) + (d + e)
+        store_row4(out, row, c, n, a, b, d, e, VEC)
+    return r, s
+
+
 @pyptx.kernel
 def softmax_warp_kernel(out: f32[:, :], x: f32[:, :], VEC: pyptx.constexpr,
                         CHUNKS: pyptx.constexpr):
@@ -86,7 +134,8 @@ def softmax_warp_kernel(out: f32[:, :], x: f32[:, :], VEC: pyptx.constexpr,
 def softmax_block_kernel(out: f32[:, :], x: f32[:, :], BLOCK: pyptx.constexpr,
                          VEC: pyptx.constexpr, CHUNKS: pyptx.constexpr):
     """One block of BLOCK threads per row: the row in registers when CHUNKS > 0
-    (≤ BLOCK·CHUNKS chunks), streamed with an online max/sum when CHUNKS == 0 (any length)."""
+    (≤ BLOCK·CHUNKS chunks), streamed through `out` when CHUNKS == 0 (any length; `out` must
+    not overlap x except as the very same array)."""
     red_m = pyptx.shared.array(32, f32)
     red_s = pyptx.shared.array(32, f32)
     row = block_idx.x
@@ -100,23 +149,12 @@ def softmax_block_kernel(out: f32[:, :], x: f32[:, :], BLOCK: pyptx.constexpr,
         s = block_sum(exp_in_place(vals, m, tid, n, h, BLOCK, VEC, CHUNKS), red_s, BLOCK // 32)
         store_scaled(out, vals, row, tid, n, h, 1.0 / s, BLOCK, VEC, CHUNKS)
     else:
-        m = NEG_BIG
-        s = 0.0
-        for c in range(tid * 4 - h, n, BLOCK * 4):
-            a, b, d, e = load_row4(x, row, c, n, NEG_BIG, VEC)
-            cm = max(max(a, b), max(d, e))
-            if cm > m:
-                s = s * pyptx.math.exp(m - cm)
-                m = cm
-            s += (pyptx.math.exp(a - m) + pyptx.math.exp(b - m)) + \
-                (pyptx.math.exp(d - m) + pyptx.math.exp(e - m))
-        mx = block_max(m, red_m, BLOCK // 32)
-        inv = 1.0 / block_sum(s * pyptx.math.exp(m - mx), red_s, BLOCK // 32)
-        for c in range(tid * 4 - h, n, BLOCK * 4):
-            a, b, d, e = load_row4(x, row, c, n, NEG_BIG, VEC)
-            store_row4(out, row, c, n, pyptx.math.exp(a - mx) * inv,
-                       pyptx.math.exp(b - mx) * inv, pyptx.math.exp(d - mx) * inv,
-                       pyptx.math.exp(e - mx) * inv, VEC)
+        first = tid * 4 - h
+        r, s = stream_exp(out, x, row, n, first, BLOCK, VEC)
+        big = block_max(r, red_m, BLOCK // 32)
+        g = pyptx.math.exp(r - big)
+        scale_stored(out, row, n, first, n, g / block_sum(s * g, red_s, BLOCK // 32), BLOCK,
+                     VEC)
 
 
 def warp_row_max(vec: int) -> int:

@@ -39,6 +39,14 @@ def _rope(layout, ndim):
     return run
 
 
+def _softmax_streamed(r):
+    """The streamed block kernel (CHUNKS = 0) on misaligned rows whose references move."""
+    x = randn(r, 3, 1001, scale=30.0)
+    out = np.full_like(x, np.nan)
+    S.softmax_block_kernel[3, 64](out, x, 64, 1, 0)
+    return out, softmax_ref(x), 1e-5, 1e-10
+
+
 def _decode(seq_len, max_seq, num_splits=None):
     def run(r):
         q, kc, vc = randn(r, 4, 32), randn(r, 2, max_seq, 32), randn(r, 2, max_seq, 32)
@@ -133,6 +141,7 @@ CASES = [
         randn(r, 9, 100))),
     Case("softmax block path", lambda r: (lambda x: (S.softmax(x), softmax_ref(x), 1e-5, 1e-8))(
         randn(r, 3, 2000))),
+    Case("softmax streamed path", _softmax_streamed),
     Case("rmsnorm", lambda r: (lambda x, w: (S.rmsnorm(x, w), rmsnorm_ref(x, w, 1e-6), 1e-5,
                                              1e-6))(randn(r, 4, 300), randn(r, 300))),
     Case("layernorm", lambda r: (lambda x, g, b: (S.layernorm(x, g, b),
