@@ -60,7 +60,7 @@ def row_head(row, n, VEC):
     """How many floats row `row` (of n) starts past a 16-byte boundary: 0 .. 3 (0 with VEC = 4)."""
     if VEC == 4:
         return 0
-    return (row * n) % 4
+    return (row % 4) * (n % 4) % 4             # = row·n mod 4, without overflowing i32
 
 
 @pyptx.func
@@ -83,15 +83,43 @@ def load_row4(x, row, col, n, fill: f32, VEC):
         if col >= 0 and col + 4 <= n:
             v0, v1, v2, v3 = pyptx.vload(x, (row, col), 4)
         else:
-            if in_row(col, n):
-                v0 = x[row, col]
-            if in_row(col + 1, n):
-                v1 = x[row, col + 1]
-            if in_row(col + 2, n):
-                v2 = x[row, col + 2]
-            if in_row(col + 3, n):
-                v3 = x[row, col + 3]
+            v0, v1, v2, v3 = load4_masked(x, row, col, 0, n, fill)
     return v0, v1, v2, v3
+
+
+@pyptx.func
+def load4_masked(x, row, col, off, n, fill: f32):
+    """x[row, col+off+e] for e < 4 where column col+e lies in [0, n), `fill` elsewhere: four
+    scalar loads.  For a chunk's partial ends, and for 4 columns that lie on another array's
+    16-byte grid (fused gate/up: x's row next to a weight row; NeoX RoPE: the second half of a
+    head, `off` = head_dim/2 further on)."""
+    v0 = fill
+    v1 = fill
+    v2 = fill
+    v3 = fill
+    if in_row(col, n):
+        v0 = x[row, col + off]
+    if in_row(col + 1, n):
+        v1 = x[row, col + off + 1]
+    if in_row(col + 2, n):
+        v2 = x[row, col + off + 2]
+    if in_row(col + 3, n):
+        v3 = x[row, col + off + 3]
+    return v0, v1, v2, v3
+
+
+@pyptx.func
+def store4_masked(out, row, col, off, n, v0: f32, v1: f32, v2: f32, v3: f32):
+    """out[row, col+off+e] = v_e for the e < 4 whose column col+e lies in [0, n); the caller
+    checked −3 ≤ col < n (so column col+3 ≥ 0 and column col < n need no test)."""
+    if col >= 0:
+        out[row, col + off] = v0
+    if in_row(col + 1, n):
+        out[row, col + off + 1] = v1
+    if in_row(col + 2, n):
+        out[row, col + off + 2] = v2
+    if col + 3 < n:
+        out[row, col + off + 3] = v3
 
 
 @pyptx.func
@@ -127,14 +155,7 @@ def store_row4(out, row, col, n, v0: f32, v1: f32, v2: f32, v3: f32, VEC):
         if col >= 0 and col + 4 <= n:
             pyptx.vstore(out, (row, col), (v0, v1, v2, v3))
         else:
-            if col >= 0:
-                out[row, col] = v0
-            if in_row(col + 1, n):
-                out[row, col + 1] = v1
-            if in_row(col + 2, n):
-                out[row, col + 2] = v2
-            if col + 3 < n:
-                out[row, col + 3] = v3
+            store4_masked(out, row, col, 0, n, v0, v1, v2, v3)
 
 
 @pyptx.func

@@ -5,8 +5,9 @@ negative g, e^(-g) overflows to +inf and the quotient is (−)0, the correct lim
 
 The fused kernel computes out[r, j] = swiglu(x[r]·w_gate[j], x[r]·w_up[j]) in one pass over the
 weights (the decode-time MLP up-projection): one warp per output column, both dot products in the
-same loop (coalesced 128-bit loads along k when k is a multiple of 4), warp-shuffle sums, and no
-[m, ff] gate/up intermediates in memory.  The elementwise kernel reads 4 elements per thread with
+same loop (coalesced 128-bit weight loads along k for every k: a row that does not start 16-byte
+aligned gets a partial first and last chunk, `_rows.py`), warp-shuffle sums, and no [m, ff]
+gate/up intermediates in memory.  The elementwise kernel reads 4 elements per thread with
 128-bit loads and finishes the last n % 4 with scalar ones.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pyptx
 from pyptx import block_dim, block_idx, f32, thread_idx
 
 from . import _validate as V
+from ._rows import load4_masked, row_head
 from ._warp import warp_sum
 
 #: columns (warps) per block of the fused kernel
@@ -49,8 +51,11 @@ def swiglu_kernel(out: f32[:], gate: f32[:], up: f32[:]):
 def gate_up_swiglu_kernel(out: f32[:, :], x: f32[:, :], w_gate: f32[:, :], w_up: f32[:, :],
                           VEC: pyptx.constexpr):
     """out[r, j] = swiglu(Σ_p x[r,p] w_gate[j,p], Σ_p x[r,p] w_up[j,p]); a warp per (r, j),
-    lane l reading columns VEC·l .. VEC·l+VEC-1, then VEC·(l+32) ...: 128-bit loads when
-    VEC = 4 (k a multiple of 4, so every row starts 16-byte aligned)."""
+    lane l reading the 4-column chunks l, l+32, ... of the weight rows with 128-bit loads.
+    VEC = 4 (k a multiple of 4): every row starts 16-byte aligned, x's chunks too.  VEC = 1:
+    the chunks lie on the weight rows' 16-byte grid (`_rows`: a partial first and last chunk),
+    and x's row, aligned differently, is read one element at a time (it is k floats per block,
+    cached; the weights are the traffic)."""
     j = block_idx.x * (block_dim.x // 32) + thread_idx.x // 32
     lane = thread_idx.x % 32
     r = block_idx.y
@@ -58,17 +63,20 @@ def gate_up_swiglu_kernel(out: f32[:, :], x: f32[:, :], w_gate: f32[:, :], w_up:
     if j < w_gate.shape[0]:
         g = 0.0
         u = 0.0
-        for p in range(lane * VEC, k, 32 * VEC):
-            if VEC == 4:
-                x0, x1, x2, x3 = pyptx.vload(x, (r, p), 4)
+        for p in range(lane * 4 - row_head(j, k, VEC), k, 128):
+            if VEC == 4 or (p >= 0 and p + 4 <= k):
+                if VEC == 4:
+                    x0, x1, x2, x3 = pyptx.vload(x, (r, p), 4)
+                else:
+                    x0, x1, x2, x3 = x[r, p], x[r, p + 1], x[r, p + 2], x[r, p + 3]
                 a0, a1, a2, a3 = pyptx.vload(w_gate, (j, p), 4)
                 b0, b1, b2, b3 = pyptx.vload(w_up, (j, p), 4)
-                g += x0 * a0 + x1 * a1 + x2 * a2 + x3 * a3
-                u += x0 * b0 + x1 * b1 + x2 * b2 + x3 * b3
-            else:
-                xv = x[r, p]
-                g += xv * w_gate[j, p]
-                u += xv * w_up[j, p]
+            else:                               # a weight row's partial first or last chunk
+                x0, x1, x2, x3 = load4_masked(x, r, p, 0, k, 0.0)
+                a0, a1, a2, a3 = load4_masked(w_gate, j, p, 0, k, 0.0)
+                b0, b1, b2, b3 = load4_masked(w_up, j, p, 0, k, 0.0)
+            g += x0 * a0 + x1 * a1 + x2 * a2 + x3 * a3
+            u += x0 * b0 + x1 * b1 + x2 * b2 + x3 * b3
         g = warp_sum(g)
         u = warp_sum(u)
         if lane == 0:

@@ -19,6 +19,7 @@ import pyptx
 from pyptx import block_dim, block_idx, f32, i32, thread_idx
 
 from . import _validate as V
+from ._rows import load4_masked, row_head, store4_masked
 
 LAYOUTS = ("neox", "gptj")
 #: threads per block (one block per position)
@@ -48,11 +49,14 @@ def rope_kernel(out: f32[:, :, :], x: f32[:, :, :], positions: i32[:], inv_freq:
         tab[i] = pyptx.math.cos(angle)
         tab[half + i] = pyptx.math.sin(angle)
     pyptx.syncthreads()
+    if VEC == 1:
+        rope_chunks(out[s], x[s], tab, s, n_heads, half, NEOX)
+        return
     groups = half // VEC
     for w in range(tid, n_heads * groups, block_dim.x):
         h = w // groups
         i = (w % groups) * VEC
-        if NEOX and VEC == 4:
+        if NEOX:
             a0, a1, a2, a3 = pyptx.vload(x, (s, h, i), 4)
             b0, b1, b2, b3 = pyptx.vload(x, (s, h, i + half), 4)
             c0, c1, c2, c3 = pyptx.vload(tab, i, 4)
@@ -63,21 +67,116 @@ def rope_kernel(out: f32[:, :, :], x: f32[:, :, :], positions: i32[:], inv_freq:
             o3, p3 = _rot(a3, b3, c3, s3)
             pyptx.vstore(out, (s, h, i), (o0, o1, o2, o3))
             pyptx.vstore(out, (s, h, i + half), (p0, p1, p2, p3))
-        elif NEOX:
-            o0, p0 = _rot(x[s, h, i], x[s, h, i + half], tab[i], tab[half + i])
-            out[s, h, i] = o0
-            out[s, h, i + half] = p0
-        elif VEC == 2:
+        else:
             a0, b0, a1, b1 = pyptx.vload(x, (s, h, 2 * i), 4)
             c0, c1 = pyptx.vload(tab, i, 2)
             s0, s1 = pyptx.vload(tab, half + i, 2)
             o0, p0 = _rot(a0, b0, c0, s0)
             o1, p1 = _rot(a1, b1, c1, s1)
             pyptx.vstore(out, (s, h, 2 * i), (o0, p0, o1, p1))
+
+
+@pyptx.func
+def rope_chunks(out, x, tab, s, n_heads, half, NEOX):
+    """VEC = 1 (head_dim not a multiple of 8 (NeoX) / 4 (GPT-J)): `x`, `out` are position s's
+    [n_heads, head_dim] rows, read and written in 4-float chunks on the array's 16-byte grid
+    (`_rows`: head h starts ((s·n_heads + h)·head_dim) mod 4 floats past it, so its first and
+    last chunk may be partial).  NeoX chunks the first half of each head — 4 pairs, their
+    partners head_dim/2 further on, a different grid, read and written one at a time; GPT-J
+    chunks the whole head — 2 interleaved pairs per chunk (head_dim is even, so the row starts
+    an even number of floats past the grid and chunks never split a pair)."""
+    hd = 2 * half
+    span = half if NEOX else hd
+    per_head = (span + 6) // 4                 # chunks of a span that starts ≤ 3 floats late
+    for w in range(pyptx.thread_idx.x, n_heads * per_head, pyptx.block_dim.x):
+        h = w // per_head
+        i = (w % per_head) * 4 - row_head(s * n_heads + h, hd, 1)
+        if i < span:
+            if i >= 0 and i + 4 <= span:       # the chunk lies inside the span: no masks
+                rope_chunk(out, x, tab, h, i, half, NEOX, True)
+            else:
+                rope_chunk(out, x, tab, h, i, half, NEOX, False)
+
+
+@pyptx.func
+def rope_chunk(out, x, tab, h, i, half, NEOX, FULL):
+    """Rotates chunk i (−3 ≤ i < span) of head h: FULL (all four columns inside the span) with
+    one 128-bit load and store of x's chunk and unmasked partner/table reads, else masked."""
+    if NEOX:
+        if FULL:
+            a0, a1, a2, a3 = pyptx.vload(x, (h, i), 4)
+            b0, b1, b2, b3 = x[h, i + half], x[h, i + half + 1], x[h, i + half + 2], \
+                x[h, i + half + 3]
+            c0, c1, c2, c3 = tab[i], tab[i + 1], tab[i + 2], tab[i + 3]
+            s0, s1, s2, s3 = tab[half + i], tab[half + i + 1], tab[half + i + 2], \
+                tab[half + i + 3]
         else:
-            a0, b0 = pyptx.vload(x, (s, h, 2 * i), 2)
-            o0, p0 = _rot(a0, b0, tab[i], tab[half + i])
-            pyptx.vstore(out, (s, h, 2 * i), (o0, p0))
+            a0, a1, a2, a3 = load4_masked(x, h, i, 0, half, 0.0)
+            b0, b1, b2, b3 = load4_masked(x, h, i, half, half, 0.0)
+            c0, c1, c2, c3 = table4(tab, i, 0, half)
+            s0, s1, s2, s3 = table4(tab, i, half, half)
+        o0, p0 = _rot(a0, b0, c0, s0)
+        o1, p1 = _rot(a1, b1, c1, s1)
+        o2, p2 = _rot(a2, b2, c2, s2)
+        o3, p3 = _rot(a3, b3, c3, s3)
+        if FULL:
+            pyptx.vstore(out, (h, i), (o0, o1, o2, o3))
+            out[h, i + half] = p0
+            out[h, i + half + 1] = p1
+            out[h, i + half + 2] = p2
+            out[h, i + half + 3] = p3
+        else:
+            store4_masked(out, h, i, 0, half, o0, o1, o2, o3)
+            store4_masked(out, h, i, half, half, p0, p1, p2, p3)
+    else:
+        q = i // 2                             # pairs q and q + 1 (q = −1: the head's head)
+        if FULL:
+            a0, b0, a1, b1 = pyptx.vload(x, (h, i), 4)
+            c0, c1, s0, s1 = tab[q], tab[q + 1], tab[half + q], tab[half + q + 1]
+        else:
+            a0, b0, a1, b1 = load4_masked(x, h, i, 0, 2 * half, 0.0)
+            c0, c1, s0, s1 = pair_table(tab, q, half)
+        o0, p0 = _rot(a0, b0, c0, s0)
+        o1, p1 = _rot(a1, b1, c1, s1)
+        if FULL:
+            pyptx.vstore(out, (h, i), (o0, p0, o1, p1))
+        else:
+            store4_masked(out, h, i, 0, 2 * half, o0, p0, o1, p1)
+
+
+@pyptx.func
+def table4(tab, i, off, half):
+    """tab[off + i + e] for e < 4 where pair i + e lies in [0, half), 0 elsewhere (off = 0: the
+    cosines, half: the sines); the caller checked −3 ≤ i < half."""
+    v0 = f32(0.0)
+    v1 = f32(0.0)
+    v2 = f32(0.0)
+    v3 = f32(0.0)
+    if i >= 0:
+        v0 = tab[off + i]
+    if i + 1 >= 0 and i + 1 < half:
+        v1 = tab[off + i + 1]
+    if i + 2 >= 0 and i + 2 < half:
+        v2 = tab[off + i + 2]
+    if i + 3 < half:
+        v3 = tab[off + i + 3]
+    return v0, v1, v2, v3
+
+
+@pyptx.func
+def pair_table(tab, q, half):
+    """cos and sin of pairs q and q + 1 (0 for a pair outside [0, half))."""
+    c0 = f32(0.0)
+    c1 = f32(0.0)
+    s0 = f32(0.0)
+    s1 = f32(0.0)
+    if q >= 0:
+        c0 = tab[q]
+        s0 = tab[half + q]
+    if q + 1 < half:
+        c1 = tab[q + 1]
+        s1 = tab[half + q + 1]
+    return c0, c1, s0, s1
 
 
 def rope_vec(head_dim: int, neox: bool) -> int:

@@ -31,9 +31,9 @@ def _gemm(variant):
     return run
 
 
-def _rope(layout, ndim):
+def _rope(layout, ndim, hd=16):
     def run(r):
-        x = randn(r, 5, 3, 16) if ndim == 3 else randn(r, 5, 16)
+        x = randn(r, 5, 3, hd) if ndim == 3 else randn(r, 5, hd)
         pos = r.integers(0, 100, 5).astype(np.int32)
         return S.rope(x, pos, layout=layout), rope_ref(x, pos, 10000.0, layout), 1e-4, 1e-5
     return run
@@ -63,8 +63,14 @@ def _kv_scatter(r):
     return cache, want, 0, 0
 
 
-def _gate_up(r):
-    x, wg, wu = randn(r, 3, 40), randn(r, 50, 40), randn(r, 50, 40)
+def _gate_up(k):
+    def run(r):
+        return _gate_up_k(r, k)
+    return run
+
+
+def _gate_up_k(r, k):
+    x, wg, wu = randn(r, 3, k), randn(r, 50, k), randn(r, 50, k)
     x64 = x.astype(np.float64)
     return S.gate_up_swiglu(x, wg, wu), swiglu_ref(x64 @ wg.T, x64 @ wu.T), 1e-4, 1e-4
 
@@ -158,9 +164,12 @@ CASES = [
     Case("decode_attention forced splits", _decode(50, 64, num_splits=3)),
     Case("rope neox", _rope("neox", 3)),
     Case("rope gptj", _rope("gptj", 2)),
+    Case("rope neox misaligned heads", _rope("neox", 3, 10)),
+    Case("rope gptj misaligned heads", _rope("gptj", 3, 10)),
     Case("swiglu", lambda r: (lambda g, u: (S.swiglu(g, u), swiglu_ref(g, u), 1e-5, 1e-6))(
         randn(r, 1000), randn(r, 1000))),
-    Case("gate_up_swiglu", _gate_up),
+    Case("gate_up_swiglu", _gate_up(40)),
+    Case("gate_up_swiglu misaligned k", _gate_up(37)),
     *[Case(f"{name} {path} m={m}", _quant(fmt, path, m))
       for name, fmt in (("q4k_matmul", "q4_k"), ("q6k_matmul", "q6_k"), ("q8_0_matmul", "q8_0"))
       for path, m in (("f32", 1), ("dp4a", 3), ("tiled", 9))],
