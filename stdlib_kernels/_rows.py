@@ -1,5 +1,6 @@
-"""Shared pieces of the row kernels (softmax, RMSNorm, LayerNorm): launch configuration and
-rows read with 128-bit loads whatever their length.
+"""Shared pieces of the row kernels (softmax, RMSNorm, LayerNorm; the fused gate/up SwiGLU and
+RoPE use the chunk helpers too): launch configuration and rows read with 128-bit loads whatever
+their length.
 
 A row is read in *chunks* of 4 floats, each one 128-bit `vload`.  Chunk j of row r covers
 columns 4j − h .. 4j − h + 3, where h = r·n mod 4 is how far the row's start lies past a 16-byte
@@ -9,7 +10,9 @@ says which case a launch is in: VEC = 4 when n is a multiple of 4 (h = 0 for eve
 chunk below n is whole: the code has no per-element checks), VEC = 1 otherwise (the first and
 last chunk of a row may be partial: those are read and written one element at a time, masked;
 every other chunk is one 128-bit access).  Per-column vectors (norm weights) are aligned
-differently from the row, so with VEC = 1 they are read one element at a time.
+differently from the row, so with VEC = 1 they are read one element at a time; so are the 4
+columns of a second row that lies on another grid (`load4_masked` / `store4_masked`: x's row
+next to a weight row, a NeoX head's second half next to its first).
 
 Thread t of a block of BLOCK threads owns chunks t, t + BLOCK, t + 2·BLOCK, ...; when the row
 fits in CHUNKS ≤ 8 chunks per thread (4 with 1024-thread blocks, whose threads have at most 64
@@ -60,7 +63,7 @@ def row_head(row, n, VEC):
     """How many floats row `row` (of n) starts past a 16-byte boundary: 0 .. 3 (0 with VEC = 4)."""
     if VEC == 4:
         return 0
-    return (row % 4) * (n % 4) % 4             # = row·n mod 4, without overflowing i32
+    return (row * n) & 3                       # the low bits survive an i32 wraparound
 
 
 @pyptx.func
