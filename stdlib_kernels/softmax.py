@@ -96,7 +96,10 @@ def stream_exp(out, x, row, n, first, STRIDE, VEC):
     r = NEG_BIG
     s = f32(0.0)
     for c in range(first, n, STRIDE * 4):
-        a, b, d, e = load_row4(x, row, c, n, NEG_INF, VEC)
+        if VEC == 4:                            # c < n: the whole chunk is in the row
+            a, b, d, e = pyptx.vload(x, (row, c), 4)
+        else:
+            a, b, d, e = load_row4(x, row, c, n, NEG_INF, VEC)
         cm = max(max(a, b), max(d, e))
         if cm > r + STREAM_HEADROOM:
             if s > 0.0:
