@@ -9,7 +9,9 @@ and sin/cos with pyptx.math's accurate functions.
 One block per position: its threads first compute the head_dim/2 cosines and sines of that
 position once into (dynamic) shared memory, then rotate every head with 128-bit loads — NeoX
 4 pairs per access (head_dim a multiple of 8), GPT-J 2 pairs (4 elements, head_dim a multiple of
-4); otherwise one pair at a time.  So each (position, pair) angle is computed once, not per head.
+4).  Other head_dims (VEC = 1) cut each head into 4-float chunks on the array's 16-byte grid
+(`_rows`), so they too read and write 128-bit chunks, partial ones only at a head's two ends.
+So each (position, pair) angle is computed once, not per head.
 """
 from __future__ import annotations
 
@@ -36,7 +38,8 @@ def _rot(a: f32, b: f32, c: f32, sn: f32):
 def rope_kernel(out: f32[:, :, :], x: f32[:, :, :], positions: i32[:], inv_freq: f32[:],
                 NEOX: pyptx.constexpr, VEC: pyptx.constexpr):
     """out[s, h] = x[s, h] with every pair rotated by positions[s] · inv_freq[pair]; block s
-    handles position s; VEC pairs per access (NEOX: 1 or 4, GPT-J: 1 or 2).  Needs
+    handles position s; VEC pairs per access (NEOX: 4, GPT-J: 2), or VEC = 1 for any even
+    head_dim: 128-bit chunks on the array's grid (`rope_chunks`).  Needs
     head_dim · 4 bytes of dynamic shared memory (the cos/sin table)."""
     tab = pyptx.shared.dynamic(f32)                  # cos θ_i at [i], sin θ_i at [half + i]
     s = block_idx.x
@@ -180,7 +183,8 @@ def pair_table(tab, q, half):
 
 
 def rope_vec(head_dim: int, neox: bool) -> int:
-    """Pairs per access: NeoX 4 when head_dim % 8 == 0, GPT-J 2 when head_dim % 4 == 0, else 1."""
+    """Pairs per access: NeoX 4 when head_dim % 8 == 0, GPT-J 2 when head_dim % 4 == 0, else 1
+    (128-bit chunks on the array's grid, heads not 16-byte aligned)."""
     if neox:
         return 4 if head_dim % 8 == 0 else 1
     return 2 if head_dim % 4 == 0 else 1
