@@ -133,18 +133,27 @@ def load_col4(w, col, n, VEC):
     if VEC == 4:
         v0, v1, v2, v3 = pyptx.vload(w, col, 4)
         return v0, v1, v2, v3
+    v0, v1, v2, v3 = load_col4_masked(w, col, 0, n)
+    return v0, v1, v2, v3
+
+
+@pyptx.func
+def load_col4_masked(w, col, off, n):
+    """w[off + col + e] for the e < 4 whose col + e lies in [0, n), 0 elsewhere, one element at
+    a time (a 1-d vector: norm weights, RoPE's cos/sin table with off = 0 / head_dim/2); the
+    caller checked −3 ≤ col < n."""
     v0 = f32(0.0)
     v1 = f32(0.0)
     v2 = f32(0.0)
     v3 = f32(0.0)
     if col >= 0:
-        v0 = w[col]
+        v0 = w[off + col]
     if col + 1 >= 0 and col + 1 < n:
-        v1 = w[col + 1]
+        v1 = w[off + col + 1]
     if col + 2 >= 0 and col + 2 < n:
-        v2 = w[col + 2]
+        v2 = w[off + col + 2]
     if col + 3 < n:
-        v3 = w[col + 3]
+        v3 = w[off + col + 3]
     return v0, v1, v2, v3
 
 

@@ -21,7 +21,7 @@ import pyptx
 from pyptx import block_dim, block_idx, f32, i32, thread_idx
 
 from . import _validate as V
-from ._rows import load4_masked, row_head, store4_masked
+from ._rows import load4_masked, load_col4_masked, row_head, store4_masked
 
 LAYOUTS = ("neox", "gptj")
 #: threads per block (one block per position)
@@ -116,8 +116,8 @@ def rope_chunk(out, x, tab, h, i, half, NEOX, FULL):
         else:
             a0, a1, a2, a3 = load4_masked(x, h, i, 0, half, 0.0)
             b0, b1, b2, b3 = load4_masked(x, h, i, half, half, 0.0)
-            c0, c1, c2, c3 = table4(tab, i, 0, half)
-            s0, s1, s2, s3 = table4(tab, i, half, half)
+            c0, c1, c2, c3 = load_col4_masked(tab, i, 0, half)
+            s0, s1, s2, s3 = load_col4_masked(tab, i, half, half)
         o0, p0 = _rot(a0, b0, c0, s0)
         o1, p1 = _rot(a1, b1, c1, s1)
         o2, p2 = _rot(a2, b2, c2, s2)
@@ -145,25 +145,6 @@ def rope_chunk(out, x, tab, h, i, half, NEOX, FULL):
             pyptx.vstore(out, (h, i), (o0, p0, o1, p1))
         else:
             store4_masked(out, h, i, 0, 2 * half, o0, p0, o1, p1)
-
-
-@pyptx.func
-def table4(tab, i, off, half):
-    """tab[off + i + e] for e < 4 where pair i + e lies in [0, half), 0 elsewhere (off = 0: the
-    cosines, half: the sines); the caller checked −3 ≤ i < half."""
-    v0 = f32(0.0)
-    v1 = f32(0.0)
-    v2 = f32(0.0)
-    v3 = f32(0.0)
-    if i >= 0:
-        v0 = tab[off + i]
-    if i + 1 >= 0 and i + 1 < half:
-        v1 = tab[off + i + 1]
-    if i + 2 >= 0 and i + 2 < half:
-        v2 = tab[off + i + 2]
-    if i + 3 < half:
-        v3 = tab[off + i + 3]
-    return v0, v1, v2, v3
 
 
 @pyptx.func
