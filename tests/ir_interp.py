@@ -150,9 +150,10 @@ class Interp:
                 return self.store(ins.operands[0].type, a[0] + at.get("offset", 0), a[1])
             if op == "atomic":
                 pt = ins.operands[0].type
-                old = self.load(pt, a[0])
+                where = a[0] + at.get("offset", 0)
+                old = self.load(pt, where)
                 new = atomic_op(at["kind"], old, a[1:], t)
-                self.store(pt, a[0], new)
+                self.store(pt, where, new)
                 return old
             if op == "print":
                 self.trace.append(("print", at["fmt"], tuple(

@@ -273,3 +273,38 @@ def test_cse_keeps_ops_that_differ_only_in_attributes_or_type():
     pr = fn.entry.instrs[-2]
     assert _ops(fn.entry) == ["cmp", "cmp", "cvt", "cvt", "print", "ret"]
     assert pr.operands[4] is pr.operands[0]
+
+
+def test_addressing_folds_every_address_operand():
+    """atomic, ldmatrix and both cp_async addresses get their constant parts as byte offsets,
+    and accesses that differ only in a constant share one base pointer."""
+    text = """kernel @k(%x: ptr.global<i32>, %g: ptr.global<u16>, %i: i32)
+    shared @smem0: u16[64] align 16
+{
+^entry:
+  %s = addr {space = "shared", symbol = "smem0"} : ptr.shared<u16>
+  %0 = add %i, 3:i32 : i32
+  %1 = gep %x, %0 : ptr.global<i32>
+  %2 = atomic %1, 7:i32 {kind = "add"} : i32
+  %3 = add %i, 8:i32 : i32
+  %4 = gep %s, %3 : ptr.shared<u16>
+  %5 = gep %g, %0 : ptr.global<u16>
+  cp_async %4, %5 {nbytes = 16}
+  %6 = ldmatrix %4 {count = 1, trans = false} : u32x1
+  %7 = gep %s, %i : ptr.shared<u16>
+  %8 = ldmatrix %7 {count = 1, trans = false} : u32x1
+  print %2 {fmt = ""}
+  ret
+}
+"""
+    fn = _run(addressing, text)
+    cse.run(fn)
+    dce.run(fn)
+    verify(fn)
+    by_op = {i.op: i for i in fn.entry.instrs}
+    at, cp = by_op["atomic"], by_op["cp_async"]
+    assert at.attrs["offset"] == 12 and at.operands[0].operands[1] is fn.params[2]
+    assert cp.attrs["offset"] == 16 and cp.attrs["src_offset"] == 6
+    lds = [i for i in fn.entry.instrs if i.op == "ldmatrix"]
+    assert lds[0].attrs["offset"] == 16 and "offset" not in lds[1].attrs
+    assert lds[0].operands[0] is lds[1].operands[0] is cp.operands[0]   # one base (CSE)

@@ -109,7 +109,7 @@ OPS: dict[str, OpInfo] = _t([
     OpInfo("store", "p, v", 2, False, False,
            "write v (type elem of p) at p + attrs.get('offset', 0) bytes"),
     OpInfo("atomic", "p, v[, w]", None, False, True,
-           "atomic read-modify-write at p, returns the old value (T = elem of p).  attrs kind in "
+           "atomic read-modify-write at p + attrs.get('offset', 0), returns the old value (T = elem of p).  attrs kind in "
            "{'add','min','max','exch','and','or','xor','cas','inc','dec'}; cas: operands p, "
            "expected, new; inc/dec (u32): PTX atom.inc/dec (wrap at v)"),
     OpInfo("vload", "p", 1, False, True,
@@ -141,16 +141,18 @@ OPS: dict[str, OpInfo] = _t([
            "with `lane`.  attrs atype in {'f16','bf16'}"),
     OpInfo("ldmatrix", "p", 1, False, True,
            "warp-collective PTX ldmatrix.sync.aligned.m8n8.x<count>[.trans].shared.b16: p is a "
-           "ptr.shared (this lane's row address).  T VecType(u32, count), read with `lane`.  "
+           "ptr.shared (this lane's row address, plus attrs.get('offset', 0) bytes).  "
+           "T VecType(u32, count), read with `lane`.  "
            "attrs count in {1,2,4}, trans (bool)"),
     OpInfo("pack2", "lo, hi", 2, False, True,
            "T u32: f32 lo and hi rounded to nearest-even f16/bf16 (attrs dtype), lo in bits "
            "0..15 (PTX cvt.rn.{f16x2,bf16x2}.f32 d, hi, lo on sm_80+).  Not marked pure: no "
            "folding rule exists for it, so the passes leave it where it is"),
     OpInfo("cp_async", "dst, src[, src_bytes]", None, False, False,
-           "PTX cp.async: copy attrs nbytes (4, 8, 16) from src (ptr.global) to dst (ptr.shared), "
-           "asynchronously: the copy belongs to the next committed group.  With src_bytes (u32, "
-           "0..nbytes) only that many bytes are read and the rest of dst is written as zeros"),
+           "PTX cp.async: copy attrs nbytes (4, 8, 16) from src (ptr.global, plus attrs "
+           "src_offset bytes) to dst (ptr.shared, plus attrs offset bytes), asynchronously: the "
+           "copy belongs to the next committed group.  With src_bytes (u32, 0..nbytes) only that "
+           "many bytes are read and the rest of dst is written as zeros"),
     OpInfo("cp_async_wait", "", 0, False, False,
            "PTX cp.async.commit_group then cp.async.wait_group attrs n: commit this thread's "
            "copies issued since the last commit as one group, then wait until at most n groups "
@@ -183,3 +185,10 @@ APPROX_FNS = ("ex2", "lg2", "sin", "cos", "tanh", "rsqrt", "rcp", "sqrt")
 SREGS = tuple(f"{r}.{d}" for r in ("tid", "ntid", "ctaid", "nctaid") for d in "xyz") + (
     "laneid", "warpid", "lanemask_lt", "lanemask_le", "lanemask_eq", "lanemask_gt", "lanemask_ge")
 VECTOR_LANES = (1, 2, 4, 8)
+#: op -> (operand index, attrs key) of each address it takes: the access is at that pointer plus
+#: attrs.get(key, 0) bytes (address folding fills them, the backend prints `[%r+key]`)
+ADDRESS_OFFSETS = {
+    "load": ((0, "offset"),), "store": ((0, "offset"),), "vload": ((0, "offset"),),
+    "vstore": ((0, "offset"),), "atomic": ((0, "offset"),), "ldmatrix": ((0, "offset"),),
+    "cp_async": ((0, "offset"), (1, "src_offset")),
+}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..types import PtrType, ScalarType, VecType, bool_, u32
 from .core import TERMINATORS, Block, BlockArg, Const, Function, Instr, Param
-from .ops import APPROX_FNS, ATOMIC_KINDS, CMP_PREDICATES, OPS, SHFL_MODES, SREGS, VECTOR_LANES
+from .ops import ADDRESS_OFFSETS, APPROX_FNS, ATOMIC_KINDS, CMP_PREDICATES, OPS, SHFL_MODES, SREGS, VECTOR_LANES
 
 
 class IRError(Exception):
@@ -48,6 +48,8 @@ class _Checker:
     # ---- per-op type rules ------------------------------------------------------------------
     def check_types(self, ins: Instr):
         op, T, a = ins.op, ins.type, [v.type for v in ins.operands]
+        for _, key in ADDRESS_OFFSETS.get(op, ()):
+            self.need(type(ins.attrs.get(key, 0)) is int, f"{op} {key} must be an int")
         need = self.need
         at = ins.attrs
         if op in ("add", "sub", "mul", "div", "min", "max"):

@@ -1,7 +1,9 @@
-"""Address folding: move constant parts of an address into the load/store byte `offset`.
+"""Address folding: move constant parts of an address into the access's byte offset.
 
 Why: PTX addresses `[%rd + imm]` for free, so `x[i + 1]` should not need its own 64-bit address
-computation.  Patterns, for `p` the pointer operand of a load or store:
+computation.  Every memory op that takes an address (`ir.ops.ADDRESS_OFFSETS`: load, store,
+vload, vstore, atomic, ldmatrix, both addresses of cp_async) carries a byte offset attribute per
+address.  Patterns, for `p` such a pointer operand:
 
     p = gep(q, K)                        -> q,           offset += K * size
     p = gep(q, add(j, K)) / add(K, j)    -> gep(q, j),   offset += K * size
@@ -26,6 +28,7 @@ which is exact without assumptions.  The new `gep(q, j)` often already exists (t
 from __future__ import annotations
 
 from ..ir.core import Const, Function, Instr
+from ..ir.ops import ADDRESS_OFFSETS
 
 ASSUME_I32_INDEX_NO_WRAP = True
 _IMM_MIN, _IMM_MAX = -(1 << 31), (1 << 31) - 1
@@ -116,30 +119,36 @@ def _fold_once(p, block, pre, loc):
     return g, k * size
 
 
+def _fold_address(ins, slot, key, block, out) -> bool:
+    """Fold the constant part of operand `slot`'s address into `ins.attrs[key]`."""
+    off = ins.attrs.get(key, 0)
+    p = ins.operands[slot]
+    pre: list = []
+    while True:
+        mark = len(pre)
+        step = _fold_once(p, block, pre, ins.loc)
+        if step is None or not _IMM_MIN <= off + step[1] <= _IMM_MAX:
+            del pre[mark:]
+            break
+        p, off = step[0], off + step[1]
+    if p is ins.operands[slot]:
+        return False
+    out.extend(pre)
+    ins.operands[slot] = p
+    if off:
+        ins.attrs[key] = off
+    else:
+        ins.attrs.pop(key, None)
+    return True
+
+
 def run(fn: Function) -> bool:
     changed = False
     for b in fn.blocks:
         out = []
         for ins in b.instrs:
-            if ins.op in ("load", "store", "vload", "vstore"):
-                off = ins.attrs.get("offset", 0)
-                p = ins.operands[0]
-                pre: list = []
-                while True:
-                    mark = len(pre)
-                    step = _fold_once(p, b, pre, ins.loc)
-                    if step is None or not _IMM_MIN <= off + step[1] <= _IMM_MAX:
-                        del pre[mark:]
-                        break
-                    p, off = step[0], off + step[1]
-                if p is not ins.operands[0]:
-                    out.extend(pre)
-                    ins.operands[0] = p
-                    if off:
-                        ins.attrs["offset"] = off
-                    else:
-                        ins.attrs.pop("offset", None)
-                    changed = True
+            for slot, key in ADDRESS_OFFSETS.get(ins.op, ()):
+                changed |= _fold_address(ins, slot, key, b, out)
             out.append(ins)
         b.instrs[:] = out
     return changed

@@ -11,8 +11,9 @@ from . import tables as tb
 from .emitter import lowers
 
 
-def _address(em, p, ins) -> str:
-    off = int(ins.attrs.get("offset", 0) or 0)
+def _address(em, p, ins, key: str = "offset") -> str:
+    """`[%r]` / `[%r+imm]`: the register of pointer `p` plus the op's byte offset `key`."""
+    off = int(ins.attrs.get(key, 0) or 0)
     base = em.reg(p)
     return f"[{base}+{off}]" if off else f"[{base}]"
 

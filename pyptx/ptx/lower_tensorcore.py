@@ -9,6 +9,7 @@ from __future__ import annotations
 from .. import types as T
 from ..ir.core import Const
 from .emitter import lowers
+from .lower_memory import _address
 from .lower_vector import _lanes
 
 
@@ -33,7 +34,7 @@ def lower_ldmatrix(em, ins) -> None:
     count = int(ins.attrs["count"])
     trans = ".trans" if ins.attrs.get("trans") else ""
     em.i(f"ldmatrix.sync.aligned.m8n8.x{count}{trans}.shared.b16 {_vec(_lanes(em, ins))}, "
-         f"[{em.reg(ins.operands[0])}]")
+         f"{_address(em, ins.operands[0], ins)}")
 
 
 @lowers("cp_async")
@@ -45,7 +46,8 @@ def lower_cp_async(em, ins) -> None:
     size = f"{n}"
     if fill and not (isinstance(fill[0], Const) and int(fill[0].value) == n):
         size += f", {em.src(fill[0])}"          # src-size: bytes past it are zero-filled
-    em.i(f"cp.async.{cache}.shared.global [{em.reg(dst)}], [{em.reg(src)}], {size}")
+    em.i(f"cp.async.{cache}.shared.global {_address(em, dst, ins)}, "
+         f"{_address(em, src, ins, 'src_offset')}, {size}")
 
 
 @lowers("cp_async_wait")
