@@ -1,7 +1,8 @@
 """Arrays inside kernels: parameters, shared/local allocations, element addresses, loads, stores.
 
 Offsets are 64-bit: a 1-D index stays i32 (the `gep` widens it at the address), an n-d index is
-linearised in i64 so that arrays of more than 2**31 elements work.
+linearised in i64 so that arrays of more than 2**31 elements work - except in shared memory,
+whose arrays are far smaller and whose addresses are 32-bit: there it is linearised in i32.
 """
 from __future__ import annotations
 
@@ -165,11 +166,26 @@ def element_ptr(cx, view: ArrayView, index):
         for i, s in zip(idx, view.shape):
             lin = lin * s + i
         return emit(cx, "gep", [view.base, make_const(lin, T.i64)], view.base.type)
-    lin = _index_scalar(cx, idx[0], True)
+    # shared arrays are smaller than 2**31 bytes: their in-bounds flat index fits i32, and the
+    # backend addresses them in 32 bits anyway
+    shared = view.space == "shared"
+    lt = T.i32 if shared else T.i64
+
+    def index(i):
+        v = _index_scalar(cx, i, not shared)
+        if shared and v.type != T.i32:          # an i64/u32 index: truncated, wraps like the address
+            v = make_const(_wrap32(v.value), T.i32) if isinstance(v, Const) else \
+                convert(cx, v, T.i32)
+        return v
+    lin = index(idx[0])
     for i, s in zip(idx[1:], view.shape[1:]):
-        lin = emit(cx, "mul", [lin, convert(cx, s, T.i64)], T.i64)
-        lin = emit(cx, "add", [lin, _index_scalar(cx, i, True)], T.i64)
+        lin = emit(cx, "mul", [lin, convert(cx, s, lt)], lt)
+        lin = emit(cx, "add", [lin, index(i)], lt)
     return emit(cx, "gep", [view.base, lin], view.base.type)
+
+
+def _wrap32(v: int) -> int:
+    return (int(v) + (1 << 31)) % (1 << 32) - (1 << 31)
 
 
 def load(cx, view: ArrayView, ptr):

@@ -5,7 +5,8 @@ of ops.py (fma contraction changes rounding on purpose, and only when asked).
 
     opt_level 0: unreachable blocks removed, floor `//`/`%` expanded (strength, no sign facts)
     opt_level 1: constfold, dce, simplifycfg, strength
-    opt_level 2: the above plus cse, licm, addressing (and fma when fma=True), repeated until
+    opt_level 2: the above plus cse, licm, addressing, widen (32-bit index products widened
+                 once, passes/widen.py) (and fma when fma=True), repeated until
                  nothing changes (at most a few rounds: each pass is one linear sweep);
                  strength runs after licm so that a whole `a // b` is hoisted as one op;
                  unroll (full unrolling of short constant-trip loops) after them
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from ..ir.core import Function
 from . import (addressing, constfold, cse, dce, fma as fma_pass, licm, simplifycfg, strength,
-               unroll)
+               unroll, widen)
 
 MAX_ROUNDS = 4
 
@@ -83,6 +84,7 @@ def run_pipeline(fn: Function, opt_level: int = 2, fma: bool = True) -> Function
             changed = True
             _cleanup(step, fn)
         changed |= step(addressing.run, fn)
+        changed |= step(widen.run, fn)
         if changed:
             step(cse.run, fn)
         if fma:
@@ -94,4 +96,4 @@ def run_pipeline(fn: Function, opt_level: int = 2, fma: bool = True) -> Function
 
 
 __all__ = ["run_pipeline", "addressing", "constfold", "cse", "dce", "fma_pass", "licm",
-           "simplifycfg", "strength", "unroll"]
+           "simplifycfg", "strength", "unroll", "widen"]

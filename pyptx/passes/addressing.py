@@ -11,6 +11,7 @@ address.  Patterns, for `p` such a pointer operand:
     p = gep(gep(q, j), K)                -> gep(q, j),   offset += K * size   (as the first rule)
     p = gep(q, add(X, cvt(add(j, K))))   -> gep(q, add(X, cvt(j))), offset += K * size
     p = gep(q, add(mul(add(j, K), S), X)) -> gep(q, add(mul(j, S), X)), offset += K * S * size
+    (mulwide(add(j, K), S) as mul: the form passes/widen.py gives a sign-extended product)
 
 (the last two: constants peeled out of the i64 linearisation of n-d indices and out of i32 sign
 extensions, so the copies of an unrolled loop share one address computation)
@@ -70,12 +71,12 @@ def _split_deep(idx, new, depth=0):
         if k == 0:
             return idx, 0
         return (None if base is None else new("cvt", [base], t)), k
-    if op == "mul" and _const_index(idx.operands[1]) is not None:
+    if op in ("mul", "mulwide") and _const_index(idx.operands[1]) is not None:
         s = _const_index(idx.operands[1])
         base, k = _split_deep(idx.operands[0], new, depth + 1)
         if k == 0 or base is None:
             return idx, 0
-        return new("mul", [base, idx.operands[1]], t), k * s
+        return new(op, [base, idx.operands[1]], t), k * s
     if op in ("add", "sub"):
         a, b = idx.operands
         ba, ka = _split_deep(a, new, depth + 1)

@@ -67,7 +67,7 @@ class FunctionEmitter:
         return f"{prefix}{n}"
 
     def tmp(self, t) -> str:
-        prefix = getattr(t, "reg_prefix", "%rd")     # pointers (PtrType) live in %rd
+        prefix = tb.reg_prefix(t)         # pointers: %r for shared memory, else %rd
         n = self.counts[prefix] + 1
         self.counts[prefix] = n
         return f"{prefix}{n}"

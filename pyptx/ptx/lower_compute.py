@@ -193,7 +193,7 @@ def lower_bitcast(em, ins) -> None:
     t = ins.type
     d = em.dst(ins)
     if isinstance(t, PtrType):          # a.view(u32): same address, another element type
-        em.i(f"mov.b64 {d}, {em.reg(a)}")
+        em.i(f"mov.{tb.suffixes(t).b} {d}, {em.reg(a)}")
         return
     em.i(f"mov.{tb.suffixes(t).b} {d}, {em.reg(a)}")
     if t.bits == 8 and a.type != t:

@@ -1,8 +1,9 @@
 """Lowerings of addresses and memory: addr, gep, load, store, atomic.
 
-IR pointers are 64-bit addresses in their own state space (the global window after
-`cvta.to.global`, the shared or local window for `addr`), so every access is
-`ld/st/atom.<space>` through a 64-bit register plus a constant byte offset.
+IR pointers are addresses in their own state space (the global window after `cvta.to.global`,
+the shared or local window for `addr`), so every access is `ld/st/atom.<space>` through a
+register plus a constant byte offset.  Pointers are 64-bit (`%rd`); shared ones are 32-bit (`%r`,
+as nvcc emits them) when `tables.SHARED_ADDRESS_BITS` is 32.
 """
 from __future__ import annotations
 
@@ -35,7 +36,23 @@ def space_of(em, p) -> str:
 
 @lowers("addr")
 def lower_addr(em, ins) -> None:
-    em.i(f"mov.u64 {em.dst(ins)}, {em.symbol(ins.attrs['symbol'])}")
+    em.i(f"mov.{tb.suffixes(ins.type).t} {em.dst(ins)}, {em.symbol(ins.attrs['symbol'])}")
+
+
+def _gep32(em, d, base, i, size) -> None:
+    """A shared-memory gep: 32-bit address arithmetic (wider indices are truncated: an index
+    that does not fit 32 bits is out of bounds either way)."""
+    if isinstance(i, Const):
+        em.i(f"add.s32 {d}, {base}, {tb.wrap_s32(int(i.value) * size)}")
+        return
+    t = i.type
+    idx = em.reg(i)
+    if t.bits != 32:
+        narrow = em.new_reg("%r")
+        src = tb.suffixes(t).t
+        em.i(f"cvt.{'s' if t.is_signed else 'u'}32.{src} {narrow}, {idx}")
+        idx = narrow
+    em.i(f"mad.lo.s32 {d}, {idx}, {size}, {base}")
 
 
 @lowers("gep")
@@ -44,6 +61,9 @@ def lower_gep(em, ins) -> None:
     size = ins.type.elem.mem_bytes
     base = em.reg(p)
     d = em.dst(ins)
+    if tb.shared32(ins.type):
+        _gep32(em, d, base, i, size)
+        return
     if isinstance(i, Const):
         em.i(f"add.s64 {d}, {base}, {int(i.value) * size}")
         return

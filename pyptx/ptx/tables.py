@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from ..types import PtrType, ScalarType, u64
+from ..types import PtrType, ScalarType, u32, u64
 
 # ---- registers ---------------------------------------------------------------------------------
 
@@ -28,13 +28,31 @@ REG_CLASSES: dict[str, tuple[str, str]] = {
 }
 
 
+#: width of shared-memory addresses: 32 (nvcc's `mov.u32 %r, sym` / `[%r+imm]`; a block's
+#: shared window is far below 4 GiB) or 64 (`%rd`, like every other space).  64 by default:
+#: measured over the stdlib (docs/benchmarks.md), 32-bit shared addresses change ptxas's
+#: register allocation by -3..+2 per kernel for no SASS gain, and pushed RMSNorm past the
+#: 32-register occupancy step.  Both forms are tested (tests/test_addressing.py).
+SHARED_ADDRESS_BITS = 64
+
+
+def shared32(t) -> bool:
+    """Is `t` a pointer held in a 32-bit register (shared memory with 32-bit addresses)?"""
+    return isinstance(t, PtrType) and t.space == "shared" and SHARED_ADDRESS_BITS == 32
+
+
 def scalar_of(t) -> ScalarType:
-    """Pointers are plain u64 values as far as registers and arithmetic are concerned."""
-    return u64 if isinstance(t, PtrType) else t
+    """Pointers are plain unsigned values as far as registers and arithmetic are concerned:
+    u32 for 32-bit shared addresses, u64 otherwise."""
+    if isinstance(t, PtrType):
+        return u32 if shared32(t) else u64
+    return t
 
 
 def reg_prefix(t) -> str:
-    return "%rd" if isinstance(t, PtrType) else t.reg_prefix
+    if isinstance(t, PtrType):
+        return "%r" if shared32(t) else "%rd"
+    return t.reg_prefix
 
 
 def kind(t) -> str:
@@ -203,3 +221,8 @@ def arch_number(arch: str) -> int:
 
 def format_version(isa: int) -> str:
     return f"{isa // 10}.{isa % 10}"
+
+
+def wrap_s32(v: int) -> int:
+    """v wrapped to the signed 32-bit range (a 32-bit address immediate)."""
+    return (v + (1 << 31)) % (1 << 32) - (1 << 31)

@@ -37,7 +37,13 @@ def address(ctx, op):
         return lambda st, sel: off64
     if base.startswith("%"):
         rt = ctx.reg_type(base)
-        r = reader(ctx, ("reg", base), "u64" if DTYPES[rt].itemsize == 8 else "u32")
+        if DTYPES[rt].itemsize != 8:        # a 32-bit address (shared memory): wraps at 2**32
+            r = reader(ctx, ("reg", base), "u32")
+            if off:
+                mask = np.int64(0xFFFF_FFFF)
+                return lambda st, sel: (r(st, sel).astype(np.int64) + off64) & mask
+            return lambda st, sel: r(st, sel).astype(np.int64)
+        r = reader(ctx, ("reg", base), "u64")
         if off:
             return lambda st, sel: r(st, sel).astype(np.int64) + off64
         return lambda st, sel: r(st, sel).astype(np.int64)
