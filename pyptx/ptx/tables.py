@@ -31,7 +31,7 @@ REG_CLASSES: dict[str, tuple[str, str]] = {
 #: width of shared-memory addresses: 32 (nvcc's `mov.u32 %r, sym` / `[%r+imm]`; a block's
 #: shared window is far below 4 GiB) or 64 (`%rd`, like every other space).  64 by default:
 #: measured over the stdlib (docs/benchmarks.md), 32-bit shared addresses change ptxas's
-#: register allocation by -3..+2 per kernel for no SASS gain, and pushed RMSNorm past the
+#: register allocation by -2..+2 per kernel for no SASS gain, and pushed LayerNorm past the
 #: 32-register occupancy step.  Both forms are tested (tests/test_addressing.py).
 SHARED_ADDRESS_BITS = 64
 
