@@ -12,13 +12,13 @@ too many.  Every rewrite here is exact (no overflow assumption):
     (u32 -> u64 alike, zero-extended)
     gep(p, cvt(j: i32) : i64)                  -> gep(p, j)
 
-Trade-off, measured over the stdlib with ptxas (docs/benchmarks.md): a product of two
-block-uniform values (`row * shape1` with `row = block_idx.x`) that ptxas computed in uniform
-registers as a 64 x 64 multiply takes two vector registers as a `mul.wide.s32`, so rope and the
-row kernels gain 1-4 registers (all stay within 32, the full-occupancy budget); leaving those
-products alone instead costs FlashAttention 3-5 registers (at D=64, causal: 130, past the
-128-register step of its 128-thread blocks) and 8-13% of its SASS.  So every such product is
-widened.
+A product of two block-uniform values (parameters, `block_idx`, `block_dim`, `grid_dim`,
+constants and arithmetic on them, e.g. `row * shape1` with `row = block_idx.x`) is left alone:
+ptxas computes such a 64-bit product on the uniform datapath, in uniform registers, while a
+`mul.wide.s32` gets two vector registers.  Measured with ptxas over the stdlib
+(docs/benchmarks.md): widening those too costs decode/paged attention and flash_attention_f32
+4-6 registers on sm_80 (32 -> 37/38, past the full-occupancy step) and rope/the row kernels 1-4
+on sm_90, for a few % of SASS in FlashAttention.
 
 Runs after address folding, which peels constants out of `mulwide(add(j, K), S)` as it does out
 of `mul(cvt(add(j, K)), S)`.
@@ -26,9 +26,32 @@ of `mul(cvt(add(j, K)), S)`.
 from __future__ import annotations
 
 from .. import types as T
-from ..ir.core import Const, Function, Instr
+from ..ir.core import Const, Function, Instr, Param
 
 _NARROW = {"i64": T.i32, "u64": T.u32}
+#: special registers with one value per block
+_UNIFORM_SREGS = frozenset(f"{r}.{d}" for r in ("ctaid", "ntid", "nctaid") for d in "xyz")
+#: pure ops whose result is block-uniform when every operand is
+_UNIFORM_OPS = frozenset({"add", "sub", "mul", "mulwide", "mulhi", "div", "rem", "floordiv",
+                          "floormod", "neg", "abs", "min", "max", "and", "or", "xor", "not",
+                          "shl", "shr", "cvt", "bitcast", "select", "cmp"})
+
+
+def _uniform(v, memo: dict, depth: int = 0) -> bool:
+    """True when `v` is provably the same in every thread of a block (conservative: loads,
+    block arguments and deep expressions count as varying)."""
+    if isinstance(v, (Const, Param)):
+        return True
+    if not isinstance(v, Instr) or depth > 12:
+        return False
+    key = id(v)
+    if key not in memo:
+        if v.op == "sreg":
+            memo[key] = v.attrs.get("name") in _UNIFORM_SREGS
+        else:
+            memo[key] = v.op in _UNIFORM_OPS and all(
+                _uniform(o, memo, depth + 1) for o in v.operands)
+    return memo[key]
 
 
 def _narrow(v, wide):
@@ -46,12 +69,14 @@ def _narrow(v, wide):
 
 def run(fn: Function) -> bool:
     changed = False
+    memo: dict = {}
     for b in fn.blocks:
         for ins in b.instrs:
             op, t = ins.op, ins.type
             if op == "mul" and getattr(t, "name", None) in _NARROW:
                 x, y = (_narrow(v, t) for v in ins.operands)
-                if x is None or y is None or isinstance(x, Const) and isinstance(y, Const):
+                if x is None or y is None or isinstance(x, Const) and isinstance(y, Const) \
+                        or _uniform(x, memo) and _uniform(y, memo):
                     continue
                 if isinstance(x, Const):
                     x, y = y, x
