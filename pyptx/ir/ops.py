@@ -109,7 +109,8 @@ OPS: dict[str, OpInfo] = _t([
     OpInfo("store", "p, v", 2, False, False,
            "write v (type elem of p) at p + attrs.get('offset', 0) bytes"),
     OpInfo("atomic", "p, v[, w]", None, False, True,
-           "atomic read-modify-write at p + attrs.get('offset', 0), returns the old value (T = elem of p).  attrs kind in "
+           "atomic read-modify-write at p + attrs.get('offset', 0), returns the old value "
+           "(T = elem of p).  attrs kind in "
            "{'add','min','max','exch','and','or','xor','cas','inc','dec'}; cas: operands p, "
            "expected, new; inc/dec (u32): PTX atom.inc/dec (wrap at v)"),
     OpInfo("vload", "p", 1, False, True,
