@@ -121,7 +121,8 @@ def test_ptx_carries_src_size_only_when_needed():
            "    pyptx.cp_async_wait(0)\n")
     ptx = pyptx.compile(make_kernel(src, "k"), arch="sm_80").ptx
     assert re.search(r"cp\.async\.ca\.shared\.global \[%rd\d+\], \[%rd\d+\], 8;", ptx)
-    assert re.search(r"cp\.async\.ca\.shared\.global \[%rd\d+\], \[%rd\d+\], 4, 0;", ptx)
+    # the constant element offsets (8) are the addresses' immediates (address folding)
+    assert re.search(r"cp\.async\.ca\.shared\.global \[%rd\d+\+8\], \[%rd\d+\+8\], 4, 0;", ptx)
 
 
 @pytest.mark.parametrize("arg, msg", [
