@@ -77,6 +77,9 @@ def reinterpret(cx, view: ArrayView, dtype: T.ScalarType) -> ArrayView:
     if dtype.is_bool or view.elem.is_bool:
         raise cx.err("view() to or from bool_ is not supported; use u8")
     old, new = view.elem.mem_bytes, dtype.mem_bytes
+    if old != new and view.strides is not None:
+        raise cx.err(f"view({dtype.name}) of a strided view would change its element size; "
+                     f"reinterpret the whole array first, then slice it")
     base = emit(cx, "bitcast", [view.base], T.PtrType(view.space, dtype))
     shape = list(view.shape)
     last = shape[-1]
@@ -92,7 +95,7 @@ def reinterpret(cx, view: ArrayView, dtype: T.ScalarType) -> ArrayView:
         else:
             bytes_ = emit(cx, "mul", [last, make_const(old, T.i32)], T.i32)
             shape[-1] = emit(cx, "div", [bytes_, make_const(new, T.i32)], T.i32)
-    return ArrayView(base, dtype, tuple(shape), view.space, view.root)
+    return ArrayView(base, dtype, tuple(shape), view.space, view.root, view.strides)
 
 
 def _static_shape(cx, shape) -> tuple[int, ...]:
@@ -159,6 +162,8 @@ def element_ptr(cx, view: ArrayView, index):
     if len(idx) != view.ndim:
         raise cx.err(f"this array has {view.ndim} dimension(s) but {len(idx)} index(es) were "
                      f"given; write a[{', '.join('ijk'[:view.ndim])}]")
+    if view.strides is not None:
+        return _strided_ptr(cx, view, idx)
     if view.ndim == 1:
         return emit(cx, "gep", [view.base, _index_scalar(cx, idx[0], False)], view.base.type)
     if all(isinstance(i, int) for i in idx) and all(isinstance(s, int) for s in view.shape):
@@ -186,6 +191,34 @@ def element_ptr(cx, view: ArrayView, index):
 
 def _wrap32(v: int) -> int:
     return (int(v) + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+def _strided_ptr(cx, view: ArrayView, idx):
+    """`base + sum(i_d * stride_d)`: i64 unless the view is 1-D with a compile-time stride
+    (then an i32 index times the stride stays inside the parent axis, as `a[i]` does); a stride
+    of 1 costs no multiply."""
+    strides = view.strides
+    if all(type(i) is int for i in idx) and all(isinstance(s, int) for s in strides):
+        lin = sum(i * s for i, s in zip(idx, strides))
+        return view.base if lin == 0 else emit(cx, "gep", [view.base, make_const(lin, T.i64)],
+                                               view.base.type)
+    wide = view.ndim > 1 or not isinstance(strides[0], int)
+    lin = None
+    for i, s in zip(idx, strides):
+        term = _index_scalar(cx, i, wide)
+        if not (isinstance(s, int) and s == 1):
+            term = emit(cx, "mul", [term, convert(cx, s, term.type)], term.type)
+        lin = term if lin is None else emit(cx, "add", [lin, term], T.i64)
+    return emit(cx, "gep", [view.base, lin], view.base.type)
+
+
+def inner_contiguous(cx, view: ArrayView, what: str) -> None:
+    """Vector and tensor-core accesses read consecutive elements along the last axis."""
+    if view.strides is not None and not (isinstance(view.strides[-1], int)
+                                         and view.strides[-1] == 1):
+        raise cx.err(f"{what} needs consecutive elements along the last axis, but this view "
+                     f"is strided there (a column or a slice with a step); index its elements "
+                     f"one by one, or take the vector from the original array")
 
 
 def load(cx, view: ArrayView, ptr):

@@ -84,6 +84,7 @@ def _ldmatrix(cx, smem, idx, count, trans):
     if view.elem.mem_bytes not in (2, 4):
         raise cx.err(f"ldmatrix() reads 16-bit elements; the array holds {view.elem.name} (use "
                      f"f16, bf16, u16 or i16, or u32 words)")
+    memory.inner_contiguous(cx, view, "ldmatrix()")
     ptr = memory.element_ptr(cx, view, idx)
     return _lanes(cx, arith.emit(cx, "ldmatrix", [ptr], T.VecType(T.u32, n), count=n,
                                  trans=trans))
@@ -137,6 +138,8 @@ def _cp_async(cx, dst, di, src, si, nbytes, src_bytes):
                      f"{arith.describe(src)}; pass an array parameter of the kernel")
     n = _const_int(cx, nbytes, "cp_async()'s nbytes", (4, 8, 16))
     fill = _src_bytes(cx, src_bytes, n)
+    memory.inner_contiguous(cx, dview, "cp_async()'s dst")
+    memory.inner_contiguous(cx, src, "cp_async()'s src")
     dptr = memory.element_ptr(cx, dview, di)
     sptr = memory.element_ptr(cx, src, si)
     arith.emit(cx, "cp_async", [dptr, sptr] + fill, None, nbytes=n)

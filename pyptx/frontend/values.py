@@ -29,15 +29,19 @@ class ArrayView:
 
     shape entries are IR values (i32) or Python ints; `None` for the unknown length of dynamic
     shared memory.  `root` names the kernel parameter it points into (for written_params).
+    `strides` is None for a C-contiguous array (the plain, stride-free addressing), else one
+    element stride per dimension: a Python int or an i64 IR value (frontend/views.py).
     """
-    __slots__ = ("base", "elem", "shape", "space", "root")
+    __slots__ = ("base", "elem", "shape", "space", "root", "strides")
 
-    def __init__(self, base, elem: T.ScalarType, shape: tuple, space: str, root: str | None):
+    def __init__(self, base, elem: T.ScalarType, shape: tuple, space: str, root: str | None,
+                 strides: tuple | None = None):
         self.base = base
         self.elem = elem
         self.shape = shape
         self.space = space
         self.root = root
+        self.strides = strides
 
     @property
     def ndim(self) -> int:

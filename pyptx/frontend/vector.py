@@ -40,6 +40,7 @@ def _check(cx, what: str, a, index, n) -> None:
                 if a.elem.mem_bytes == 1 else "")
         raise cx.err(f"{what}() on a {a.elem.name} array takes {', '.join(map(str, allowed))} "
                      f"lanes (at most 16 bytes), not {n}{hint or '; use one of those counts'}")
+    memory.inner_contiguous(cx, a, f"{what}()")
     last = index[-1] if isinstance(index, tuple) else index
     if isinstance(last, int) and not isinstance(last, bool) and last % n:
         raise cx.err(f"{what}() with {n} lanes needs an index that is a multiple of {n}, got "

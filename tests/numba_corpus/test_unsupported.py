@@ -32,7 +32,6 @@ def _kernel(body: str, params="x, out"):
 @pytest.mark.parametrize("body,phrase", [
     ("t = cuda.const.array_like(TABLE)\nout[i] = t[i]\n", "array parameter"),
     ("out[i] = math.gamma(x[i])\n", "not available in kernels"),
-    ("col = x[:, 0]\nout[i] = col[i]\n", "contiguous"),
     ("out[i] = np.sum(x)\n", "numpy"),
     ("n = x.shape[0]\nbuf = cuda.local.array(n, dtype=np.float32)\nout[i] = buf[0]\n",
      "compile-time"),
