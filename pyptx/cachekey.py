@@ -6,7 +6,8 @@ key holds everything the frontend reads from outside the kernel's parameters: th
 closure cells, the module globals its code names, and, recursively, the same for every
 `@pyptx.func` it can reach (through a global, a closure cell or a module attribute) with that
 function's annotations and defaults.  Values are keyed by type and exact value (numpy scalars by
-dtype and bytes, so `np.float32(1.5)` differs from `1.5` and `-0.0` from `0.0`), tuples element
+dtype and bytes, so `np.float32(1.5)` differs from `1.5` and `-0.0` from `0.0`; numpy arrays,
+which `pyptx.const_array` compiles in, by dtype, shape and a hash of their bytes), tuples element
 by element.  pyptx's own objects and functions are keyed by name: the compiler hash (the sources
 of pyptx) covers what they do.  Objects a kernel cannot use at all are keyed by their type only:
 compiling with them fails, and failures are never cached.
@@ -23,6 +24,7 @@ closure, `pyptx.kernel(f)` again) starts with an empty cache and goes through th
 from __future__ import annotations
 
 import ast
+import hashlib
 import types as pytypes
 
 import numpy as np
@@ -104,6 +106,9 @@ def _value_key(v, attrs: tuple, seen: dict, depth: int):
         return ("unassigned",)
     if isinstance(v, np.generic):
         return ("np", v.dtype.str, v.tobytes())
+    if isinstance(v, np.ndarray):            # a pyptx.const_array table: its data is compiled in
+        return ("ndarray", v.dtype.str, v.shape,
+                hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest())
     if depth >= _MAX_DEPTH:
         return ("object", t.__module__, t.__qualname__)
     if isinstance(v, tuple):

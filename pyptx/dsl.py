@@ -78,6 +78,7 @@ _FUNCTIONS += "mma_sync ldmatrix pack2 unpack2 cp_async cp_async_wait".split()
 _FUNCTIONS += ("gridsize activemask lanemask_lt vote_uni match_any match_all syncthreads_count "
                "syncthreads_and syncthreads_or atomic_sub atomic_inc atomic_dec atomic_nanmin "
                "atomic_nanmax ffs").split()       # Numba-CUDA parity (frontend/parity.py)
+_FUNCTIONS += ["const_array"]              # constant memory (pyptx/frontend/constmem.py)
 globals().update({name: Intrinsic(name) for name in _FUNCTIONS})
 
 __all__ = ["thread_idx", "block_idx", "block_dim", "grid_dim", "WARP_SIZE", "shared", "local",

@@ -150,7 +150,8 @@ class ArrayType:
 
 @dataclass(frozen=True)
 class PtrType:
-    """An IR pointer: a 64-bit address into `space` ('global', 'shared', 'local') of `elem`s."""
+    """An IR pointer: a 64-bit address into `space` ('global', 'shared', 'local', 'const') of
+    `elem`s."""
     space: str
     elem: ScalarType
 

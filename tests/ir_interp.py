@@ -87,6 +87,12 @@ class Interp:
                 self.symbols[(space, d.name)] = off
                 off += d.count * d.elem.mem_bytes
             self.mem.setdefault(space, bytearray(max(off, 0)))
+        const = bytearray()
+        for d in fn.consts:                    # read-only tables, initialised with their data
+            const += bytearray(-len(const) % d.align)
+            self.symbols[("const", d.name)] = len(const)
+            const += d.data
+        self.mem["const"] = const
         self.symbols[("shared", "__dynamic_shared")] = len(self.mem["shared"])
         self.mem["shared"] += bytearray(256)
 

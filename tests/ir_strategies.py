@@ -66,6 +66,8 @@ class Gen:
         self.fn = Function("rand")
         self.fn.shared.append(MemDecl("tile", T.f32, 64, 16))
         self.fn.locals.append(MemDecl("scratch", T.i32, 48, 8))
+        self.fn.consts.append(MemDecl("table", T.i32, 24, 16, bytes(
+            draw(st.lists(st.integers(0, 255), min_size=96, max_size=96)))))
         self.fn.attrs.update({"fma": draw(st.booleans()), "source_file": "gen\"\n.py"})
         for i, (name, t) in enumerate(PARAMS):
             self.fn.params.append(Param(name, t, i))
@@ -176,20 +178,21 @@ class Gen:
 
     def mem_op(self, block, pool):
         d = self.draw
-        which = d(st.sampled_from(["gi", "gf", "shared", "local"]))
+        which = d(st.sampled_from(["gi", "gf", "shared", "local", "const"]))
         if which in ("gi", "gf"):
             base = self.gi if which == "gi" else self.gf
         else:
             elem = T.f32 if which == "shared" else T.i32
             base = self.emit(block, pool, "addr", [], T.PtrType(which, elem), space=which,
-                             symbol="tile" if which == "shared" else "scratch")
+                             symbol={"shared": "tile", "local": "scratch"}.get(which, "table"))
         pt = base.type
         j = self.index(block, pool)
         p = self.emit(block, pool, "gep", [base, j], pt)
         if d(st.booleans()):
             p = self.emit(block, pool, "gep", [p, Const(T.i32, d(st.integers(0, 4)))], pt)
         action = d(st.sampled_from(["load", "store", "atomic"]))
-        if action == "load" or (action == "atomic" and pt.space == "local"):
+        if action == "load" or pt.space == "const" or (action == "atomic"
+                                                       and pt.space == "local"):
             return self.emit(block, pool, "load", [p], pt.elem)
         if action == "store":
             return self.emit(block, pool, "store", [p, self.pick(pool, pt.elem)], None)

@@ -68,6 +68,7 @@ def test_attributes_locations_and_decls_round_trip():
 kernel @k(%x: ptr.global<f32>, %x_shape0: i32)
     shared @tile: f32[256] align 16
     local @acc: i32[8] align 4
+    const @taps: f32[2] align 16 data "0000803f000000c0"
     dynamic_shared
     attrs {fma = true, min_arch = 80, ratio = -0.0, source_file = "a\\\\b\\"c\\n\\u00e9"}
 {
@@ -77,6 +78,8 @@ kernel @k(%x: ptr.global<f32>, %x_shape0: i32)
   %2 = gep %x, %0 : ptr.global<f32>
   %3 = load %2 {offset = -8} : f32 loc(6:1)
   print %3, %0 {fmt = "v=%f i=%d\\n\\t\\"q\\""}
+  %4 = addr {space = "const", symbol = "taps"} : ptr.const<f32>
+  %5 = load %4 {offset = 4} : f32
   br ^next(%3)
 ^next(%acc.4: f32):
   store %2, %acc.4 {offset = 4}
@@ -86,6 +89,7 @@ kernel @k(%x: ptr.global<f32>, %x_shape0: i32)
     fn = parse_function(text)
     verify(fn)
     assert fn.dynamic_shared and fn.shared[0].count == 256 and fn.locals[0].align == 4
+    assert fn.consts[0].data == np.array([1.0, -2.0], "<f4").tobytes()
     assert fn.attrs["source_file"] == 'a\\b"c\né' and fn.attrs["min_arch"] == 80
     assert repr(fn.attrs["ratio"]) == "-0.0"
     pr = fn.blocks[0].instrs[4]

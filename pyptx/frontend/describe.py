@@ -23,6 +23,10 @@ def describe(v) -> str:
         return f"an array ({v.elem.name}, {v.ndim}-d); index it, e.g. a[i]"
     if isinstance(v, tuple):
         return "a tuple; unpack it first (a, b = ...)"
+    if type(v).__name__ == "ndarray":
+        return ("a numpy array from outside the kernel (to read it in the kernel, make it "
+                "constant memory: t = pyptx.const_array(table), or pass it as an array "
+                "parameter)")
     if isinstance(v, str):
         return "a string (strings are only allowed in print)"
     if v is None:

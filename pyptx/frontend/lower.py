@@ -10,8 +10,8 @@ from __future__ import annotations
 from .. import types as T
 from ..errors import CompileError, PyptxError
 from ..ir.core import Function, Param
-from . import (intrinsics, mathfns, mathfns_numba, parity, power,  # noqa: F401 - fill the
-               tensorcore, vector)                                  # intrinsic registry
+from . import (constmem, intrinsics, mathfns, mathfns_numba, parity,  # noqa: F401 - fill the
+               power, tensorcore, vector)                                # intrinsic registry
 from .calls import ReturnSite  # noqa: F401
 from .lowering import Lowerer, Scope
 from .memory import array_param

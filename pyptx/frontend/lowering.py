@@ -307,6 +307,8 @@ class Lowerer:
                 return make_const(v.item(), T.from_dtype(v.dtype))
             except KeyError:
                 pass
+        if isinstance(v, np.ndarray):     # data for pyptx.const_array; nothing else takes it
+            return v
         if isinstance(v, type) and issubclass(v, np.generic):
             try:
                 return T.from_dtype(v)

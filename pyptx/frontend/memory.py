@@ -244,5 +244,8 @@ def store(cx, view: ArrayView, ptr, value) -> None:
 
 
 def mark_written(cx, view: ArrayView) -> None:
+    if view.space == "const":
+        raise cx.err("a constant array (pyptx.const_array / cuda.const.array_like) is "
+                     "read-only; copy it into a local or shared array to change it")
     if view.root is not None:
         cx.written.add(view.root)

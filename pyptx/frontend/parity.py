@@ -181,13 +181,6 @@ def _register_sync():
 _register_sync()
 
 
-@intrinsic("cuda.const.array_like", "array")
-def _const_array_like(cx, array):
-    raise cx.err("cuda.const.array_like is not supported: pyptx has no constant memory; pass "
-                 "the table as an ordinary array parameter (it is read through the read-only "
-                 "cache), or as a module-level tuple of constants")
-
-
 @intrinsic("cuda.fma", "a", "b", "c")
 def _cuda_fma(cx, a, b, c):
     from .intrinsics import REGISTRY

@@ -126,7 +126,7 @@ def _build(cx, df, converted: dict):
         return None
     fn = tcx.fn
     if (not tcx.cacheable or tcx.written or tcx.uses_printf or fn.shared or fn.locals
-            or fn.dynamic_shared or fn.attrs or fn.params):
+            or fn.consts or fn.dynamic_shared or fn.attrs or fn.params):
         return None
     b = tcx.b
     for d in b.defs.values():                 # a read that would reach the caller's blocks

@@ -7,7 +7,8 @@ argument of its target (`br ^head(%i1, %s1)`), so there are no phi nodes to keep
 Shapes of the data (see OPS in `ops.py` for what each opcode means):
 
     Function  name, params [Param], blocks [Block] (blocks[0] is the entry, it has no args),
-              shared [MemDecl], locals [MemDecl], dynamic_shared (bool), attrs {}
+              shared [MemDecl], locals [MemDecl], consts [MemDecl with data],
+              dynamic_shared (bool), attrs {}
     Block     name, args [BlockArg], instrs [Instr] (the last one is the terminator)
     Instr     op, operands [Value], type (result type or None), attrs {}, loc (line, col) | None,
               succs [(Block, [Value])] for terminators ('br', 'cbr'), else []
@@ -143,11 +144,13 @@ class Block:
 
 @dataclass
 class MemDecl:
-    """A static `.shared` or `.local` array: `count` elements of `elem`, aligned to `align`."""
+    """A static `.shared` or `.local` array: `count` elements of `elem`, aligned to `align`;
+    or (in `Function.consts`) a read-only `.const` array whose `data` is its initial bytes."""
     name: str
     elem: ScalarType
     count: int
     align: int = 16
+    data: bytes | None = None
 
 
 @dataclass
@@ -163,6 +166,7 @@ class Function:
     blocks: list[Block] = field(default_factory=list)
     shared: list[MemDecl] = field(default_factory=list)
     locals: list[MemDecl] = field(default_factory=list)
+    consts: list[MemDecl] = field(default_factory=list)
     dynamic_shared: bool = False
     attrs: dict = field(default_factory=dict)
 

@@ -98,8 +98,9 @@ OPS: dict[str, OpInfo] = _t([
            "...,'laneid','warpid'}: PTX special register %<name>"),
     # ---- memory ---------------------------------------------------------------------------------
     OpInfo("addr", "", 0, True, True,
-           "T ptr.<space><elem>: base address of a static shared/local MemDecl or of the "
-           "dynamic shared memory.  attrs space in {'shared','local'}, symbol = MemDecl name, or "
+           "T ptr.<space><elem>: base address of a static shared/local/const MemDecl or of the "
+           "dynamic shared memory.  attrs space in {'shared','local','const'}, symbol = MemDecl "
+           "name, or "
            "symbol = '__dynamic_shared' for dynamic shared memory"),
     OpInfo("gep", "p, i", 2, True, True,
            "T = type of p: p + i * sizeof(elem).  i is i32 (sign-extended: the multiply is a "

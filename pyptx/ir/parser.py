@@ -106,9 +106,10 @@ class _Builder:
         seen_blocks = []
         for node in rest[i:]:
             if node.data == "memdecl":
-                kind, dsym, ty, count, align = node.children
-                decl = MemDecl(str(dsym)[1:], T.scalar(str(ty)), int(count), int(align))
-                (fn.shared if str(kind) == "shared" else fn.locals).append(decl)
+                kind, dsym, ty, count, align, data = node.children
+                decl = MemDecl(str(dsym)[1:], T.scalar(str(ty)), int(count), int(align),
+                               None if data is None else bytes.fromhex(str(data)[1:-1]))
+                {"shared": fn.shared, "local": fn.locals, "const": fn.consts}[str(kind)].append(decl)
             elif node.data == "dynshared":
                 fn.dynamic_shared = True
             elif node.data == "fnattrs":

@@ -10,6 +10,7 @@ strings JSON-escaped.
 
     kernel @saxpy(%out: ptr.global<f32>, %n: i32)
         shared @tile: f32[256] align 16
+        const @taps: f32[2] align 16 data "0000803f00000040"
         attrs {fma = true}
     {
     ^entry:
@@ -145,9 +146,10 @@ def print_function(fn: Function) -> str:
     out = []
     params = ", ".join(f"%{p.name}: {format_type(p.type)}" for p in fn.params)
     out.append(f"kernel @{fn.name}({params})")
-    for kind, decls in (("shared", fn.shared), ("local", fn.locals)):
+    for kind, decls in (("shared", fn.shared), ("local", fn.locals), ("const", fn.consts)):
         for d in decls:
-            out.append(f"    {kind} @{d.name}: {d.elem.name}[{d.count}] align {d.align}")
+            data = f' data "{d.data.hex()}"' if d.data is not None else ""
+            out.append(f"    {kind} @{d.name}: {d.elem.name}[{d.count}] align {d.align}{data}")
     if fn.dynamic_shared:
         out.append("    dynamic_shared")
     attrs = format_attrs(fn.attrs, skip_complex=True)

@@ -117,6 +117,7 @@ class _Checker:
         elif op == "store":
             need(isinstance(a[0], PtrType) and a[1] == a[0].elem,
                  "store: value type must be the pointer's elem")
+            need(a[0].space != "const", "store: const memory is read-only")
             need(isinstance(at.get("offset", 0), int), "store offset must be an int")
         elif op in ("vload", "vstore", "lane"):
             self.check_vector(ins)
@@ -180,13 +181,14 @@ class _Checker:
     def check_addr(self, ins: Instr):
         T, at, fn = ins.type, ins.attrs, self.fn
         space, sym = at.get("space"), at.get("symbol")
-        self.need(isinstance(T, PtrType) and T.space == space and space in ("shared", "local"),
-                  "addr: result pointer space must equal attrs space (shared/local)")
+        self.need(isinstance(T, PtrType) and T.space == space
+                  and space in ("shared", "local", "const"),
+                  "addr: result pointer space must equal attrs space (shared/local/const)")
         if sym == "__dynamic_shared":
             self.need(space == "shared" and fn.dynamic_shared,
                       "__dynamic_shared needs space 'shared' and fn.dynamic_shared")
             return
-        decls = fn.shared if space == "shared" else fn.locals
+        decls = {"shared": fn.shared, "local": fn.locals, "const": fn.consts}[space]
         self.need(any(d.name == sym for d in decls), f"unknown {space} symbol {sym!r}")
 
     # ---- structure -------------------------------------------------------------------------

@@ -123,7 +123,7 @@ class FunctionEmitter:
     def run(self) -> None:
         fn = self.fn
         self.param_names = [self.namer(p.name) for p in fn.params]   # the public names first
-        for decl in (*fn.shared, *fn.locals):
+        for decl in (*fn.shared, *fn.locals, *fn.consts):
             self.symbols[decl.name] = self.namer(decl.name)
         self._load_params()
         targets = {id(b) for blk in fn.blocks for b in blk.successors}
@@ -234,6 +234,10 @@ class FunctionEmitter:
             for n, data in enumerate(self.strings):
                 head.append(f".global .align 1 .b8 $str{n}[{len(data)}] = "
                             f"{{{', '.join(map(str, data))}}};")
+        for d in fn.consts:          # read-only tables with their data (pyptx.const_array)
+            head.append(f".const .align {max(d.align, d.elem.mem_bytes)} .b8 "
+                        f"{self.symbols[d.name]}[{len(d.data)}] = "
+                        f"{{{', '.join(map(str, d.data))}}};")
         if self.uses_dynamic_shared:
             head.append(".extern .shared .align 16 .b8 __dynamic_shared[];")
         if head[-1]:
