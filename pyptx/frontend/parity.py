@@ -106,19 +106,56 @@ def _atomic_sub(cx, array, index, value):
 def _inc_dec(cx, kind, array, index, value):
     ptr = _atomic_target(cx, kind, array, index)
     scalar_arg(cx, value, f"atomic_{kind}()'s value")
-    v = arith.convert_literal(cx, value, T.u32)
-    return arith.emit(cx, "atomic", [ptr, v], T.u32, kind=kind)
+    t = array.elem
+    v = arith.convert_literal(cx, value, t)
+    if t is T.u32:
+        return arith.emit(cx, "atomic", [ptr, v], T.u32, kind=kind)
+    zero, one = make_const(0, t), make_const(1, t)
+
+    def inc(old):
+        wrap = arith.emit(cx, "cmp", [old, v], T.bool_, pred="ge")
+        return arith.emit(cx, "select", [wrap, zero, arith.emit(cx, "add", [old, one], t)], t)
+
+    def dec(old):
+        wrap = arith.emit(cx, "or", [arith.emit(cx, "cmp", [old, zero], T.bool_, pred="eq"),
+                                     arith.emit(cx, "cmp", [old, v], T.bool_, pred="gt")],
+                          T.bool_)
+        return arith.emit(cx, "select", [wrap, v, arith.emit(cx, "sub", [old, one], t)], t)
+    return cas_update(cx, ptr, t, inc if kind == "inc" else dec)
+
+
+def cas_update(cx, ptr, t, update):
+    """`old = a[i]; a[i] = update(old)` atomically, returning `old`: a compare-and-swap loop
+    (what nvcc and Numba emit for the 64-bit atomicInc/atomicDec PTX does not have)."""
+    b = cx.b
+    var = cx.fresh("casold")
+    cx.hidden_types[var] = (t, False)
+    b.write(var, arith.emit(cx, "load", [ptr], t))
+    head, done = b.new_block("cas"), b.new_block("cas_done")
+    b.loop_assigned[head] = {var}
+    b.br(head)
+    b.block = head
+    old = b.read(var)
+    seen = arith.emit(cx, "atomic", [ptr, old, update(old)], t, kind="cas")
+    swapped = arith.emit(cx, "cmp", [seen, old], T.bool_, pred="eq")
+    b.write(var, seen)
+    b.cbr(swapped, done, head)
+    b.seal(head)
+    b.seal(done)
+    b.block = done
+    return b.read(var)
 
 
 @intrinsic("atomic_inc", "array", "index", "value")
 def _atomic_inc(cx, array, index, value):
-    """old = a[i]; a[i] = 0 if old >= value else old + 1 (PTX atom.inc.u32)."""
+    """old = a[i]; a[i] = 0 if old >= value else old + 1 (PTX atom.inc.u32; u64: a CAS loop)."""
     return _inc_dec(cx, "inc", array, index, value)
 
 
 @intrinsic("atomic_dec", "array", "index", "value")
 def _atomic_dec(cx, array, index, value):
-    """old = a[i]; a[i] = value if old == 0 or old > value else old - 1 (PTX atom.dec.u32)."""
+    """old = a[i]; a[i] = value if old == 0 or old > value else old - 1 (PTX atom.dec.u32;
+    u64: a CAS loop)."""
     return _inc_dec(cx, "dec", array, index, value)
 
 
