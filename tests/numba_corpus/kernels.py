@@ -15,6 +15,7 @@ TPB = 32                      # threads per block
 TILE = (16, 16)               # shared tile shape (a module-level tuple of constants)
 COEFFS = (0.5, -1.25, 2.0, 0.75)
 NBINS = 16
+FIR_TAPS = np.array([0.0625, 0.25, 0.375, 0.25, 0.0625, -0.125], dtype=np.float32)
 
 
 @cuda.jit
@@ -468,3 +469,48 @@ def int_powers(base, exps, out):
     i = cuda.grid(1)
     if i < base.size:
         out[i] = base[i] ** exps[i] + 2 ** exps[i]
+
+
+@cuda.jit
+def column_sums(a, out):
+    j = cuda.grid(1)
+    if j < a.shape[1]:
+        col = a[:, j]
+        s = 0.0
+        for i in range(col.shape[0]):
+            s += col[i]
+        out[j] = s
+
+
+@cuda.jit
+def downsample2d(img, out):
+    i, j = cuda.grid(2)
+    sub = img[::2, 1::2]
+    if i < sub.shape[0] and j < sub.shape[1]:
+        out[i, j] = sub[i, j]
+
+
+@cuda.jit
+def reverse_every_third(x, out):
+    i = cuda.grid(1)
+    picked = x[::-3]
+    if i < picked.size:
+        out[i] = picked[i]
+
+
+@cuda.jit
+def fir_const(x, out):
+    taps = cuda.const.array_like(FIR_TAPS)
+    i = cuda.grid(1)
+    if i + taps.size <= x.size:
+        s = 0.0
+        for k in range(taps.size):
+            s += taps[k] * x[i + k]
+        out[i] = s
+
+
+@cuda.jit
+def ring_slots(counter, n_slots, slot_of):
+    i = cuda.grid(1)
+    if i < slot_of.size:
+        slot_of[i] = cuda.atomic.inc(counter, 0, n_slots - 1)

@@ -341,6 +341,49 @@ def check_int_powers(m):
     np.testing.assert_array_equal(out, base ** exps + 2 ** exps)
 
 
+def check_column_sums(m):
+    a = rng().standard_normal((13, 21)).astype(np.float32); out = poison(21)
+    m.column_sums[1, TPB](a, out)
+    close(out, a.sum(0, dtype=np.float64), 1e-5)
+
+
+def check_downsample2d(m):
+    img = rng().standard_normal((11, 14)).astype(np.float32)
+    want = img[::2, 1::2]; out = poison((8, 8))
+    m.downsample2d[(1, 1), (8, 8)](img, out)
+    np.testing.assert_array_equal(out[:want.shape[0], :want.shape[1]], want)
+    assert np.isnan(out[want.shape[0]:]).all() and np.isnan(out[:, want.shape[1]:]).all()
+
+
+def check_reverse_every_third(m):
+    x = rng().standard_normal(50).astype(np.float32); out = poison(50)
+    m.reverse_every_third[blocks(50), TPB](x, out)
+    want = x[::-3]
+    np.testing.assert_array_equal(out[:want.size], want)
+    assert np.isnan(out[want.size:]).all()
+
+
+def check_fir_const(m):
+    x = rng().standard_normal(90).astype(np.float32); out = poison(90)
+    m.fir_const[blocks(90), TPB](x, out)
+    taps = numba_style.FIR_TAPS.astype(np.float64)
+    n = 90 - taps.size + 1
+    close(out[:n], np.convolve(x.astype(np.float64), taps[::-1], "valid"), 1e-5)
+    assert np.isnan(out[n:]).all()
+
+
+def check_ring_slots(m):
+    start, n_slots, n = 2**64 - 3, np.uint64(2**40 + 5), 200
+    counter = np.array([start], np.uint64); slots = np.full(n, 0xBAD, np.uint64)
+    m.ring_slots[blocks(n), TPB](counter, n_slots, slots)
+    seen, v = [], start
+    for _ in range(n):                       # the sequential model of atomic.inc's wrap-around
+        seen.append(v)
+        v = 0 if v >= int(n_slots) - 1 else v + 1
+    assert int(counter[0]) == v
+    assert sorted(int(s) for s in slots) == sorted(seen)
+
+
 CHECKS = {name[6:]: fn for name, fn in dict(globals()).items() if name.startswith("check_")}
 
 

@@ -30,6 +30,7 @@ RULES = [
     (r"cuda\.ballot_sync\([^,]+,\s*", "pyptx.ballot("),
     (r"cuda\.match_(any|all)_sync\(cuda\.activemask\(\),\s*", r"pyptx.match_\1("),
     (r"cuda\.fma\(", "pyptx.math.fma("),
+    (r"cuda\.const\.array_like\(", "pyptx.const_array("),
     (r"(?<![.\w])math\.(\w+)\(", r"pyptx.math.\1("),
     (r"cuda\.", "pyptx."),         # grid gridsize shared local syncthreads* popc ffs activemask ...
 ]
