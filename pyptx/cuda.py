@@ -5,9 +5,9 @@ changing its import.
 and friends are pyptx's index objects; `cuda.shared.array`, `cuda.atomic.add`,
 `cuda.shfl_down_sync(mask, v, d)`, ... are pyptx intrinsics (the `*_sync` ones take Numba's
 explicit member mask).  Host side, `cuda.to_device` / `device_array` / `copy_to_host` work on
-the GPU and on the CPU executor alike.  What pyptx cannot honour (constant memory, a launch
-with an explicit stream object of another library, object mode) is a CompileError or a
-LaunchError that names the fix; docs/coming-from-numba.md lists the differences.
+the GPU and on the CPU executor alike.  `cuda.const.array_like(TABLE)` is pyptx's
+`const_array` (constant memory).  What pyptx cannot honour (a launch with an explicit stream
+object of another library, object mode) is a CompileError or a LaunchError that names the fix; docs/coming-from-numba.md lists the differences.
 """
 from __future__ import annotations
 
