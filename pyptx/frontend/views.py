@@ -171,7 +171,7 @@ def subview(cx, view: ArrayView, index) -> ArrayView:
         raise cx.err("dynamic shared memory cannot be sliced; index it element by element")
     items += [SliceIndex(None, None, None)] * (view.ndim - len(items))
     contiguous = _is_contiguous(view, items)
-    strides = view.strides or c_strides(cx, view.shape)
+    strides = view.strides or (None if contiguous else c_strides(cx, view.shape))
     starts, shape, new_strides = [], [], []
     for d, it in enumerate(items):
         if not isinstance(it, SliceIndex):
@@ -183,9 +183,10 @@ def subview(cx, view: ArrayView, index) -> ArrayView:
             start, length, k = _slice(cx, it, view.shape[d])
         starts.append(start)
         shape.append(length)
-        new_strides.append(mul_stride(cx, strides[d], k))
+        if not contiguous:
+            new_strides.append(mul_stride(cx, strides[d], k))
     base = element_ptr(cx, view, tuple(starts))
-    out = tuple(new_strides)
-    if contiguous or len(out) == 1 and isinstance(out[0], int) and out[0] == 1:
+    out = tuple(new_strides) or None
+    if out is not None and len(out) == 1 and isinstance(out[0], int) and out[0] == 1:
         out = None
     return ArrayView(base, view.elem, tuple(shape), view.space, view.root, out)
