@@ -125,9 +125,12 @@ def _slice(cx, s: SliceIndex, n):
     stop = None if s.stop is None else _bound(cx, s.stop, "stop")
     if isinstance(k, int) and k < 0:
         last = _op(cx, "sub", n, 1)
-        start = last if start is None else _op(cx, "min", _op(
-            cx, "max", _from_end(cx, start, n), -1), last) if isinstance(start, int) \
-            else _op(cx, "min", start, last)
+        if start is None:
+            start = last
+        elif isinstance(start, int):
+            start = _op(cx, "min", _op(cx, "max", _from_end(cx, start, n), -1), last)
+        else:
+            start = _op(cx, "min", start, last)
         stop = -1 if stop is None else _op(cx, "max", _from_end(cx, stop, n), -1)
         span = _op(cx, "max", _op(cx, "sub", start, stop), 0)
         return start, _op(cx, "div", _op(cx, "add", span, -k - 1), -k), k
