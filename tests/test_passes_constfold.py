@@ -147,6 +147,16 @@ def test_identities_are_exact_only():
     assert ops[4] is f and ops[5].value == 0 and ops[6] is x and ops[7] is x and ops[8] is f
 
 
+def test_gep_by_zero_is_the_pointer_and_other_geps_stay():
+    fn = _fold("kernel @k(%p: ptr.global<f32>, %i: i32)\n{\n^e:\n"
+               "  %0 = gep %p, 0:i32 : ptr.global<f32>\n  %1 = load %0 : f32\n"
+               "  %2 = gep %p, 1:i32 : ptr.global<f32>\n  %3 = gep %2, %i : ptr.global<f32>\n"
+               "  store %3, %1\n  ret\n}\n")
+    body = _body(fn)
+    assert [i.op for i in body] == ["load", "gep", "gep", "store", "ret"]
+    assert body[0].operands[0] is fn.params[0]
+
+
 def test_cbr_on_constant_becomes_br():
     fn = _fold("kernel @k()\n{\n^e:\n  %0 = cmp 1:i32, 2:i32 {pred = \"lt\"} : bool_\n"
                "  cbr %0, ^a, ^b\n^a:\n  ret\n^b:\n  ret\n}\n")

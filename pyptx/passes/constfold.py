@@ -2,7 +2,7 @@
 
 Why only exact rewrites: the GPU, the CPU executor and numpy must agree bit for bit, so an
 identity is applied only when it holds for every input of that type: `x + 0` and `x * 0` only for
-ints (`-0.0 + 0.0` is `+0.0`; `inf * 0` is NaN), `x * 1` / `x / 1` for ints and floats.  Folding
+ints (`-0.0 + 0.0` is `+0.0`; `inf * 0` is NaN), `x * 1` / `x / 1` for ints and floats, and `gep p, 0` is `p`.  Folding
 itself is `evaluate.evaluate`.  `select` and `cbr` on a constant condition pick their side.
 
 One sweep in reverse postorder (every definition is seen before its uses), with a replacement map
@@ -36,6 +36,8 @@ def simplify(ins: Instr):
         if isinstance(c, Const):
             return a if c.value else b
         return a if a is b or (isinstance(a, Const) and a == b) else None
+    if op == "gep":                     # p + 0 elements is p (same pointer type)
+        return ops[0] if _is(ops[1], 0) and ops[0].type == t else None
     if not hasattr(t, "is_int"):
         return None
     is_int, is_bool = t.is_int, t.is_bool
@@ -110,6 +112,8 @@ _SIMPLIFIED = frozenset({"select", "add", "sub", "mul", "div", "and", "or", "xor
 def fold_instr(ins: Instr):
     """The value replacing `ins` (a Const or an existing value), or None."""
     op = ins.op
+    if op == "gep":                     # never evaluated (addresses), but p + 0 is p
+        return simplify(ins)
     if op not in _FOLDABLE:
         return None
     ops = ins.operands
