@@ -25,6 +25,9 @@ from hypothesis import strategies as st
 sys.path.insert(0, os.path.dirname(__file__))
 import pyptx  # noqa: E402
 from kernel_factory import load_module  # noqa: E402
+# imported here, not inside the test: importing it defines @given tests, which hypothesis refuses
+# inside a running @given test when this file runs on its own
+from test_error_messages import message_problems  # noqa: E402
 
 HEADER = """\
 import pyptx
@@ -315,7 +318,6 @@ def _check_quiet(src: str) -> str:
         assert os.path.basename(e.filename or "").startswith("pyptx_test_mod_"), (e.filename, src)
         text = str(e)
         assert f":{e.lineno}:" in text, text
-        from test_error_messages import message_problems
         assert not message_problems(e.msg), (message_problems(e.msg), e.msg, src)
         return "compile-error"
     except Exception as e:  # noqa: BLE001
