@@ -10,6 +10,7 @@ import builtins
 
 from .. import types as T
 from . import arith, memory
+from .casloop import cas_loop
 from .values import PY_SCALARS, ArrayView, is_const, make_const
 
 REGISTRY: dict = {}
@@ -354,34 +355,14 @@ def _float_minmax_cas(cx, kind, array, ptr, v, nan_is_missing=False):
     """PTX has no float atom.min/max before sm_90: a compare-and-swap loop on the bits.
     Stores only when `v` is strictly smaller (larger); a NaN `v` never changes memory.
     `nan_is_missing` (atomic_nanmin/nanmax): a NaN in memory is replaced by any non-NaN `v`."""
-    b = cx.b
-    ft = array.elem
-    bt = T.u32 if ft.bits == 32 else T.u64
-    var = cx.fresh("casold")
-    cx.hidden_types[var] = (ft, False)
-    b.write(var, arith.emit(cx, "load", [ptr], ft))
-    head, attempt, done = b.new_block("cas"), b.new_block("cas_try"), b.new_block("cas_done")
-    b.loop_assigned[head] = {var}
-    b.br(head)
-    b.block = head
-    old = b.read(var)
-    better = arith.emit(cx, "cmp", [v, old], T.bool_, pred="lt" if kind == "min" else "gt")
-    if nan_is_missing:
-        fill = arith.emit(cx, "and", [arith.emit(cx, "isnan", [old], T.bool_), arith.emit(
-            cx, "not", [arith.emit(cx, "isnan", [v], T.bool_)], T.bool_)], T.bool_)
-        better = arith.emit(cx, "or", [better, fill], T.bool_)
-    b.cbr(better, attempt, done)
-    b.seal(attempt)
-    b.block = attempt
-    seen = arith.emit(cx, "atomic", [ptr, old, v], ft, kind="cas")     # compares the bits
-    swapped = arith.emit(cx, "cmp", [arith.emit(cx, "bitcast", [seen], bt),
-                                     arith.emit(cx, "bitcast", [old], bt)], T.bool_, pred="eq")
-    b.write(var, seen)
-    b.cbr(swapped, done, head)
-    b.seal(head)
-    b.seal(done)
-    b.block = done
-    return b.read(var)
+    def attempt(old):
+        better = arith.emit(cx, "cmp", [v, old], T.bool_, pred="lt" if kind == "min" else "gt")
+        if nan_is_missing:
+            fill = arith.emit(cx, "and", [arith.emit(cx, "isnan", [old], T.bool_), arith.emit(
+                cx, "not", [arith.emit(cx, "isnan", [v], T.bool_)], T.bool_)], T.bool_)
+            better = arith.emit(cx, "or", [better, fill], T.bool_)
+        return better
+    return cas_loop(cx, ptr, array.elem, lambda old: v, attempt)
 
 
 # ---- print ----------------------------------------------------------------------------------

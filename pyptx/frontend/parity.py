@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .. import types as T
 from . import arith
+from .casloop import cas_loop
 from .intrinsics import (_atomic, _atomic_target, _float_minmax_cas, _int_operand, _sreg,
                          _u32, intrinsic, scalar_arg)
 from .values import PY_SCALARS, make_const
@@ -121,29 +122,7 @@ def _inc_dec(cx, kind, array, index, value):
                                      arith.emit(cx, "cmp", [old, v], T.bool_, pred="gt")],
                           T.bool_)
         return arith.emit(cx, "select", [wrap, v, arith.emit(cx, "sub", [old, one], t)], t)
-    return cas_update(cx, ptr, t, inc if kind == "inc" else dec)
-
-
-def cas_update(cx, ptr, t, update):
-    """`old = a[i]; a[i] = update(old)` atomically, returning `old`: a compare-and-swap loop
-    (what nvcc and Numba emit for the 64-bit atomicInc/atomicDec PTX does not have)."""
-    b = cx.b
-    var = cx.fresh("casold")
-    cx.hidden_types[var] = (t, False)
-    b.write(var, arith.emit(cx, "load", [ptr], t))
-    head, done = b.new_block("cas"), b.new_block("cas_done")
-    b.loop_assigned[head] = {var}
-    b.br(head)
-    b.block = head
-    old = b.read(var)
-    seen = arith.emit(cx, "atomic", [ptr, old, update(old)], t, kind="cas")
-    swapped = arith.emit(cx, "cmp", [seen, old], T.bool_, pred="eq")
-    b.write(var, seen)
-    b.cbr(swapped, done, head)
-    b.seal(head)
-    b.seal(done)
-    b.block = done
-    return b.read(var)
+    return cas_loop(cx, ptr, t, inc if kind == "inc" else dec)
 
 
 @intrinsic("atomic_inc", "array", "index", "value")
