@@ -146,10 +146,10 @@ OPS: dict[str, OpInfo] = _t([
            "ptr.shared (this lane's row address, plus attrs.get('offset', 0) bytes).  "
            "T VecType(u32, count), read with `lane`.  "
            "attrs count in {1,2,4}, trans (bool)"),
-    OpInfo("pack2", "lo, hi", 2, False, True,
+    OpInfo("pack2", "lo, hi", 2, True, True,
            "T u32: f32 lo and hi rounded to nearest-even f16/bf16 (attrs dtype), lo in bits "
-           "0..15 (PTX cvt.rn.{f16x2,bf16x2}.f32 d, hi, lo on sm_80+).  Not marked pure: no "
-           "folding rule exists for it, so the passes leave it where it is"),
+           "0..15 (PTX cvt.rn.{f16x2,bf16x2}.f32 d, hi, lo on sm_80+).  Pure (CSE, DCE and LICM "
+           "treat it like any value) but never constant-folded (passes/evaluate.py)"),
     OpInfo("cp_async", "dst, src[, src_bytes]", None, False, False,
            "PTX cp.async: copy attrs nbytes (4, 8, 16) from src (ptr.global, plus attrs "
            "src_offset bytes) to dst (ptr.shared, plus attrs offset bytes), asynchronously: the "

@@ -219,6 +219,8 @@ def evaluate(op: str, t, attrs: dict, operands: list):
         return None
     if t is bf16 or bf16 in types:       # bf16 ops round through f32 in the backend: not folded
         return None
+    if op == "pack2":                    # f16/bf16 rounding of two floats: left to the hardware
+        return None
     if op == "cmp":
         a, b = vals
         if types[0].is_float:
