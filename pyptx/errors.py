@@ -46,6 +46,12 @@ class DeviceError(PyptxError):
         self.jit_log = jit_log
 
 
+class DeviceWarning(PyptxError, RuntimeWarning):
+    """`PYPTX_DEVICE=auto` fell back to the CPU executor although an NVIDIA driver is installed
+    (driver too old for the installed cuda-python, no visible device, cuInit failed, ...).
+    Issued once per process; the message names the reason and the fix."""
+
+
 class MemoryFault(PyptxError):
     """An out-of-bounds access caught by the CPU executor's memcheck."""
 

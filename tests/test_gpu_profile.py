@@ -52,7 +52,7 @@ def test_gpu_without_a_driver_is_a_device_error_saying_why(install):
      "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH"),
     ({}, ("cuDevicePrimaryCtxRetain", "CUDA_ERROR_OUT_OF_MEMORY"), "cuDevicePrimaryCtxRetain",
      "CUDA_ERROR_OUT_OF_MEMORY"),
-    (dict(cc=(7, 0)), None, "too old", None),
+    (dict(cc=(7, 0)), None, "too old", "GPU_TOO_OLD"),
 ])
 def test_unusable_gpu_reasons(install, kw, fail, reason, name):
     fd = FakeDriver(**kw)

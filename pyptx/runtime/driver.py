@@ -41,7 +41,8 @@ def get_driver():
             import cuda.bindings.driver as drv
         except Exception as e:  # noqa: BLE001 - ImportError or a broken install
             raise DeviceError(f"no CUDA driver bindings: cannot import cuda.bindings.driver "
-                              f"({e}); pip install cuda-python") from None
+                              f"({e}); pip install cuda-python (cuda-python<13 for a CUDA 12 "
+                              f"driver)", error_name="BINDINGS_NOT_FOUND") from None
         _state["driver"] = drv
     return drv
 
@@ -65,6 +66,7 @@ def reset() -> None:
         if ctx is not None:
             ctx.alive = False
         _state.clear()
+        _warned.clear()
         from . import profile
         profile._profile_cache.clear()
         from . import launch
@@ -118,7 +120,7 @@ def driver_version() -> int:
     try:
         res = drv.cuDriverGetVersion()
     except Exception as e:  # noqa: BLE001 - no libcuda.so: the bindings raise, not return
-        raise DeviceError(f"no CUDA driver: {e}", error_name="DRIVER_NOT_FOUND") from None
+        raise _call_failed(e) from None
     return int(check(res, "cuDriverGetVersion", drv))
 
 
@@ -132,6 +134,17 @@ def bindings_version(drv) -> str | None:
         except Exception:  # noqa: BLE001
             return None
     return str(v)
+
+
+def _call_failed(e: Exception) -> DeviceError:
+    """The bindings raised instead of returning a CUresult: no driver library at all (the
+    normal case on a machine without a GPU), or one too old to have the entry point."""
+    lib_missing = "not found" in str(e).lower() and "function" not in str(e).lower()
+    if lib_missing or type(e).__name__ in ("DynamicLibNotFoundError", "LibraryNotFound") \
+            or not driver_library_present():
+        return DeviceError(f"no CUDA driver: {e}", error_name="DRIVER_NOT_FOUND")
+    return DeviceError(f"the CUDA driver library could not be used: {e}",
+                       error_name="DRIVER_UNUSABLE")
 
 
 def context() -> "Context":
@@ -154,6 +167,92 @@ def context() -> "Context":
     return _state["ctx"]
 
 
+#: what to do about each way the driver can be unusable (DeviceError.error_name -> the fix)
+_FIXES = {
+    "CUDA_ERROR_NO_DEVICE": "no CUDA device is visible to this process: check nvidia-smi, "
+                            "CUDA_VISIBLE_DEVICES, and that a container was started with the "
+                            "GPU passed through (docker run --gpus all)",
+    "CUDA_ERROR_INSUFFICIENT_DRIVER": "the NVIDIA driver is older than the CUDA release the "
+                                      "cuda-python bindings need: pip install "
+                                      "'cuda-python<13' for a CUDA 12 driver, or update the "
+                                      "NVIDIA driver",
+    "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER": "the NVIDIA driver is older than the cuda-python "
+                                             "bindings need: pip install 'cuda-python<13' for "
+                                             "a CUDA 12 driver, or update the NVIDIA driver",
+    "DRIVER_UNUSABLE": "the NVIDIA driver library is installed but its entry points could not be "
+                       "used (often a driver older than cuda-python needs): pip install "
+                       "'cuda-python<13' for a CUDA 12 driver, or update the NVIDIA driver",
+    "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": "the CUDA forward-compatibility package does "
+                                                 "not support this GPU: install cuda-python "
+                                                 "matching the installed driver",
+    "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH": "the NVIDIA kernel module and the user-space driver "
+                                         "library have different versions: reboot, or "
+                                         "reinstall the NVIDIA driver",
+    "CUDA_ERROR_NOT_PERMITTED": "this process may not use the GPU (permissions of "
+                                "/dev/nvidia*, or a container without GPU access)",
+    "BINDINGS_NOT_FOUND": "pip install cuda-python (cuda-python<13 for a CUDA 12 driver)",
+    "DRIVER_NOT_FOUND": "install the NVIDIA driver to run on a GPU; until then the CPU executor "
+                        "runs every kernel",
+    "GPU_TOO_OLD": "pyptx needs a GPU of compute capability 7.5 (sm_75) or newer",
+}
+
+
+def fix_for(error_name: str | None) -> str:
+    """The advice for a DeviceError's `error_name` (generic when there is no specific one)."""
+    return _FIXES.get(error_name or "", "check that nvidia-smi works; see docs/launching.md, "
+                                         "'Which cuda-python for which driver'")
+
+
+def driver_library_present() -> bool:
+    """Is an NVIDIA driver library (libcuda) installed, whether or not it works?"""
+    import ctypes
+    import sys
+    names = ("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1", "libcuda.so")
+    for name in names:
+        try:
+            ctypes.CDLL(name)
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def warn_fallback(err: DeviceError) -> None:
+    """`PYPTX_DEVICE=auto` is falling back to the CPU executor because of `err`: issue one
+    DeviceWarning per process (until `reset()`) when a driver library exists, none when there
+    is no NVIDIA driver at all (a laptop, CI: the CPU executor is the expected device)."""
+    if _warned:
+        return
+    name = err.error_name
+    if name == "DRIVER_NOT_FOUND":
+        return
+    if name == "BINDINGS_NOT_FOUND" and not driver_library_present():
+        return
+    _warned.append(True)
+    import warnings
+    from ..errors import DeviceWarning
+    warnings.warn(fallback_message(err), DeviceWarning, stacklevel=4)
+
+
+def with_fix(err: DeviceError) -> str:
+    """`str(err)`, followed by what to do about it unless the message already says."""
+    text = str(err)
+    fix = fix_for(err.error_name)
+    if fix not in text and "pip install" not in text:
+        text += f"; fix: {fix}"
+    return text
+
+
+def fallback_message(err: DeviceError) -> str:
+    """The text of the fallback warning: the reason and fix `python -m pyptx info` prints."""
+    return (f"pyptx is running kernels on the CPU executor (much slower than a GPU) because the "
+            f"GPU cannot be used: {with_fix(err)}. Set PYPTX_DEVICE=cpu to choose the CPU "
+            f"executor explicitly (no warning), or PYPTX_DEVICE=gpu to make this an error.")
+
+
+_warned: list = []                  # non-empty once the fallback warning was issued
+
+
 def _create_context() -> "Context":
     drv = get_driver()
     version = driver_version()           # DeviceError "no CUDA driver" when libcuda is missing
@@ -167,15 +266,15 @@ def _create_context() -> "Context":
     try:
         res = drv.cuInit(0)
     except Exception as e:  # noqa: BLE001 - libcuda missing: DynamicLibNotFoundError, OSError
-        raise DeviceError(f"no CUDA driver: {e}", error_name="DRIVER_NOT_FOUND") from None
+        raise _call_failed(e) from None
     if res[0] != drv.CUresult.CUDA_SUCCESS:
         name = error_name(drv, res[0])
         why = "no CUDA device" if name == "CUDA_ERROR_NO_DEVICE" else "the CUDA driver failed"
-        raise DeviceError(f"{why}: cuInit returned {name}", error_name=name)
+        raise DeviceError(f"{why}: cuInit returned {name}; {fix_for(name)}", error_name=name)
     count = check(drv.cuDeviceGetCount(), "cuDeviceGetCount", drv)
     if int(count) < 1:
-        raise DeviceError("no CUDA device: the driver reports 0 devices",
-                          error_name="CUDA_ERROR_NO_DEVICE")
+        raise DeviceError(f"no CUDA device: the driver reports 0 devices; "
+                          f"{fix_for('CUDA_ERROR_NO_DEVICE')}", error_name="CUDA_ERROR_NO_DEVICE")
     return Context(drv, 0)
 
 

@@ -87,7 +87,8 @@ def _decide(mode: str):
         if m == "gpu":
             raise DeviceError(f"PYPTX_DEVICE=gpu but no usable GPU: {e}",
                               error_name=e.error_name, jit_log=e.jit_log) from None
-        return ("cpu", str(e))
+        driver.warn_fallback(e)
+        return ("cpu", driver.with_fix(e))
 
 
 # ---- grid and block ---------------------------------------------------------------------------

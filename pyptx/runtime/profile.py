@@ -73,7 +73,7 @@ def gpu_profile() -> GpuProfile:
         arch = arch_for_cc(major, minor)
     except ValueError as e:
         from ..errors import DeviceError
-        raise DeviceError(str(e)) from None
+        raise DeviceError(str(e), error_name="GPU_TOO_OLD") from None
     version = driver.driver_version()
     prof = GpuProfile(name=ctx.name(), cc=(major, minor), arch=arch, sm_count=a["sm_count"],
                       max_shared_per_block=a["max_shared"],
@@ -112,7 +112,8 @@ def describe() -> str:
     try:
         p = gpu_profile()
     except Exception as e:  # noqa: BLE001
-        reason = device_reason() or str(e)
+        from .driver import with_fix
+        reason = device_reason() or with_fix(e)
         return f"no GPU: CPU executor (reason: {reason})"
     lines = [
         f"GPU: {p.name}",
