@@ -190,7 +190,7 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=None):
     if order != "C" or strides is not None:
         raise ValueError("device_array: pyptx arrays are C-contiguous (order='C', no strides)")
     from .runtime.device_array import device_empty
-    return device_empty(shape, np.dtype(dtype))
+    return device_empty(shape, np.dtype(dtype), api="cuda.device_array()")
 
 
 def device_array_like(ary, stream=None):

@@ -130,16 +130,19 @@ def _device_array(fn: str, name: str, value, dtype, ndims: tuple[int, ...]):
 
 
 def empty(shape, dtype, like):
-    """An uninitialised result: a DeviceArray when `like` is one, else a numpy array."""
+    """An uninitialised result: a DeviceArray when `like` is one, else a numpy array.  Inside
+    `with pyptx.graph()` the device result belongs to the graph (no allocation is recorded)."""
     if is_device(like):
-        from pyptx.runtime.device_array import device_empty
-        return device_empty((shape,) if isinstance(shape, int) else tuple(shape), dtype)
+        from pyptx.runtime.device_array import result_empty
+        return result_empty((shape,) if isinstance(shape, int) else tuple(shape), dtype)
     return np.empty(shape, dtype)
 
 
-def on_device_like(array: np.ndarray, like):
-    """`array` (a host constant such as a table) where `like` lives."""
+def constant_like(key, make, like):
+    """A host constant table (`make()` builds it) where `like` lives: on the device it is
+    uploaded once per device and kept resident, so a call inside `with pyptx.graph()` makes no
+    synchronous copy; for numpy inputs the numpy array itself."""
     if is_device(like):
-        import pyptx
-        return pyptx.to_device(array)
-    return array
+        from pyptx.runtime.device_array import resident_constant
+        return resident_constant(key, make)
+    return make()

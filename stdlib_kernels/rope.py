@@ -203,7 +203,8 @@ def rope(x: np.ndarray, positions: np.ndarray, theta: float = 10000.0,
     out = V.empty(x3.shape, np.float32, x3)
     if pairs:
         neox = layout == "neox"
-        inv = V.on_device_like(inv_frequencies(hd, theta), x3)
+        inv = V.constant_like(("rope.inv_frequencies", hd, theta),
+                              lambda: inv_frequencies(hd, theta), x3)
         rope_kernel[seq, ROPE_THREADS](out, x3, positions, inv, neox, rope_vec(hd, neox),
                                        shared_mem=4 * hd)
     return out.reshape(x_in.shape)

@@ -45,7 +45,8 @@ def test_capture_instantiate_replay(fake, monkeypatch):
     assert np.isnan(y.copy_to_host()).all()               # captured, nothing ran
     begin = next(c for c in fake.calls[mark:] if c[0] == "cuStreamBeginCapture")
     stream, mode = begin[1]
-    assert mode == fake.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED and stream
+    assert mode == fake.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL and stream
+    assert int(stream) in fake.non_blocking            # legacy-stream work never meets it
     launches = [c for c in fake.calls[mark:] if c[0] == "cuLaunchKernel"]
     assert len(launches) == 2 and all(int(c[1][8]) == int(stream) for c in launches)
     assert _names(fake, mark) == ["cuStreamCreate", "cuStreamBeginCapture", "cuLaunchKernel",

@@ -70,9 +70,9 @@ def test_a_decode_like_step_captured_in_a_graph_replays_like_numpy_calls():
 
     x_d, w_d = dev(np.zeros((1, heads * hd), np.float32)), dev(w)
     pos_d, slot_d, len_d = (dev(np.zeros(1, np.int32)) for _ in range(3))
-    kp_d, vp_d = dev(kp), dev(vp)
+    kp_d, vp_d, bt_d = dev(kp), dev(vp), dev(bt)        # uploads happen before the capture
     with pyptx.graph() as g:
-        out_d = step(x_d, w_d, pos_d, slot_d, len_d, kp_d, vp_d, dev(bt))
+        out_d = step(x_d, w_d, pos_d, slot_d, len_d, kp_d, vp_d, bt_d)
     assert g.launches == 5
     for t in range(12):
         x = randn(r, 1, heads * hd)

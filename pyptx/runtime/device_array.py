@@ -13,6 +13,7 @@ import weakref
 import numpy as np
 
 from . import driver
+from .graph import capturing, check as capture_check, outside_capture
 
 
 class DeviceArray:
@@ -78,6 +79,7 @@ class DeviceArray:
     def copy_to_host(self, out: np.ndarray | None = None) -> np.ndarray:
         """A new numpy array with the contents (or fill `out`, same shape/dtype, C-contiguous)."""
         self._check_live()
+        capture_check("cuMemcpyDtoH", "DeviceArray.copy_to_host()")
         if out is None:
             out = np.empty(self.shape, self.dtype)
         elif (out.shape != self.shape or out.dtype != self.dtype
@@ -93,6 +95,7 @@ class DeviceArray:
     def copy_from_host(self, arr) -> None:
         """Overwrite the contents with `arr` (same shape and dtype)."""
         self._check_live()
+        capture_check("cuMemcpyHtoD", "DeviceArray.copy_from_host()")
         arr = np.ascontiguousarray(arr)
         if arr.shape != self.shape or arr.dtype != self.dtype:
             raise ValueError(f"copy_from_host needs a {self.dtype} array of shape {self.shape}, "
@@ -104,7 +107,9 @@ class DeviceArray:
 
     def free(self) -> None:
         """Release the device memory now (the object is unusable afterwards: launching with it
-        is a LaunchError, copying from or to it a ValueError)."""
+        is a LaunchError, copying from or to it a ValueError).  Not allowed inside
+        `with pyptx.graph()`; a graph that recorded the array refuses to launch afterwards."""
+        capture_check("cuMemFree", "DeviceArray.free()")
         if self._finalizer is not None:
             self._finalizer()
         self._ptr = 0
@@ -180,7 +185,7 @@ class DeviceArray:
             if self._ptr == 0 and self._nbytes:
                 raise BufferError("the DeviceArray was freed")
             if stream != -1:
-                driver.synchronize()
+                driver.synchronize(api="DeviceArray.__dlpack__()")
         if self._host is not None:
             owner = self._host.copy() if copy else self
             data = (owner if copy else self._host).ctypes.data
@@ -202,6 +207,7 @@ class _View(DeviceArray):
     def free(self) -> None:
         self._base.free()
         self._ptr = 0
+        self._freed = True
 
 
 def _reshaped(shape: tuple, new: tuple) -> tuple:
@@ -233,9 +239,14 @@ def _ordinal() -> int:
 
 
 def to_device(arr, dtype=None) -> DeviceArray:
-    """Copy a numpy array (or anything `np.asarray` takes) to the launch device."""
+    """Copy a numpy array (or anything `np.asarray` takes) to the launch device.  Not allowed
+    inside `with pyptx.graph()` (an allocation and a synchronous copy)."""
+    capture_check("cuMemAlloc", "pyptx.to_device()")
+    return _upload(np.ascontiguousarray(arr, dtype=dtype))
+
+
+def _upload(host: np.ndarray) -> DeviceArray:
     from .launch import device
-    host = np.ascontiguousarray(arr, dtype=dtype)
     if device() == "cpu":
         return DeviceArray(host.shape, host.dtype, host=host.copy())
     ptr = driver.mem_alloc(host.nbytes) if host.nbytes else 0
@@ -245,8 +256,14 @@ def to_device(arr, dtype=None) -> DeviceArray:
     return out
 
 
-def device_empty(shape, dtype) -> DeviceArray:
-    """An uninitialised DeviceArray (zeros on the CPU executor)."""
+def device_empty(shape, dtype, api: str = "pyptx.device_empty()") -> DeviceArray:
+    """An uninitialised DeviceArray (zeros on the CPU executor).  Not allowed inside
+    `with pyptx.graph()`: allocate before the capture (library code uses `result_empty`)."""
+    capture_check("cuMemAlloc", api)
+    return _empty(shape, dtype)
+
+
+def _empty(shape, dtype) -> DeviceArray:
     from .launch import device
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     dt = np.dtype(dtype)
@@ -254,3 +271,31 @@ def device_empty(shape, dtype) -> DeviceArray:
         return DeviceArray(shape, dt, host=np.zeros(shape, dt))
     n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     return DeviceArray(shape, dt, ptr=driver.mem_alloc(n) if n else 0)
+
+
+def result_empty(shape, dtype) -> DeviceArray:
+    """The result (or scratch) array of a library function.  Inside `with pyptx.graph()` it is
+    allocated as setup work outside the recorded stream and owned by the graph, so a stdlib
+    call captures without the caller preparing `out=` (docs/launching.md)."""
+    g = capturing()
+    if g is None:
+        return _empty(shape, dtype)
+    with outside_capture():
+        return g.own(_empty(shape, dtype))
+
+
+def resident_constant(key, make) -> DeviceArray:
+    """A read-only table a library function needs on the device (RoPE's frequencies, ...):
+    uploaded once per device and kept, so calls inside `with pyptx.graph()` never upload.
+    `make()` returns the numpy array; `key` names it."""
+    from .launch import device
+    dev = device()
+    owner = "cpu" if dev == "cpu" else id(driver.context())
+    hit = _constants.get((owner, key))
+    if hit is None:
+        with outside_capture():
+            hit = _constants[(owner, key)] = _upload(np.ascontiguousarray(make()))
+    return hit
+
+
+_constants: dict = {}     # (device owner, key) -> DeviceArray; cleared by driver.reset()

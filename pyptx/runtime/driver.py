@@ -67,6 +67,8 @@ def reset() -> None:
             ctx.alive = False
         _state.clear()
         _warned.clear()
+        from . import device_array
+        device_array._constants.clear()
         from . import profile
         profile._profile_cache.clear()
         from . import launch
@@ -454,14 +456,16 @@ class Context:
             with _lock:
                 fn = self.functions.get(key)
                 if fn is None:
+                    from .graph import outside_capture
                     pushed = self.enter()
                     try:
-                        module = self.modules.get(ptx)
-                        if module is None:
-                            module = self.modules[ptx] = self._load_module(ptx, entry)
-                        handle = check(self.drv.cuModuleGetFunction(module, entry.encode()),
-                                       f"cuModuleGetFunction({entry})", self.drv)
-                        fn = self.functions[key] = Function(self, handle, entry)
+                        with outside_capture():      # first use inside a graph: setup work
+                            module = self.modules.get(ptx)
+                            if module is None:
+                                module = self.modules[ptx] = self._load_module(ptx, entry)
+                            handle = check(self.drv.cuModuleGetFunction(module, entry.encode()),
+                                           f"cuModuleGetFunction({entry})", self.drv)
+                            fn = self.functions[key] = Function(self, handle, entry)
                     finally:
                         self.leave(pushed)
         return fn
@@ -613,7 +617,14 @@ def mem_free(ptr: int, ctx: "Context | None" = None) -> None:
 
 def release_quietly(ptr: int, ctx: "Context | None") -> None:
     """`mem_free` for finalizers (garbage collection in any thread, interpreter exit): never
-    raises; a failure only means the memory goes back when the context does."""
+    raises; a failure only means the memory goes back when the context does.  While this
+    thread captures a graph the free waits for the capture's end (CUDA forbids it inside)."""
+    try:
+        from .graph import defer_while_capturing
+        if defer_while_capturing(lambda: release_quietly(ptr, ctx)):
+            return
+    except BaseException:  # noqa: BLE001 - interpreter shutdown: modules may be gone
+        pass
     try:
         mem_free(ptr, ctx)
     except BaseException:  # noqa: BLE001 - a finalizer must not raise
@@ -652,8 +663,11 @@ def memcpy_dtoh(dst_host: int, src: int, nbytes: int, stream=None) -> None:
         ctx.leave(pushed)
 
 
-def synchronize(stream=None) -> None:
-    """Wait for `stream` (or, with None, the whole context); then run deferred releases."""
+def synchronize(stream=None, api: str = "pyptx.synchronize()") -> None:
+    """Wait for `stream` (or, with None, the whole context); then run deferred releases.
+    Inside `with pyptx.graph()` a LaunchError (CUDA forbids synchronising there)."""
+    from .graph import check as capture_check
+    capture_check("cuCtxSynchronize" if stream is None else "cuStreamSynchronize", api)
     ctx = context()
     drv = ctx.drv
     pushed = ctx.enter()
@@ -681,13 +695,17 @@ class Stream:
     """A CUDA stream owned by pyptx; pass it as `k[g, b](..., stream=s)`.  Destroyed by
     `close()` or when garbage-collected."""
 
-    def __init__(self):
+    def __init__(self, non_blocking: bool = False):
         ctx = context()
-        self.handle = ctx.call("cuStreamCreate", ctx.drv.cuStreamCreate, 0)
+        flags = 0
+        if non_blocking:       # CU_STREAM_NON_BLOCKING: no implicit sync with the legacy stream
+            flags = int(getattr(getattr(ctx.drv, "CUstream_flags", None),
+                                "CU_STREAM_NON_BLOCKING", 1))
+        self.handle = ctx.call("cuStreamCreate", ctx.drv.cuStreamCreate, flags)
         self._finalizer = weakref.finalize(self, _destroy, ctx, "cuStreamDestroy", self.handle)
 
     def synchronize(self) -> None:
-        synchronize(stream_handle(self))
+        synchronize(stream_handle(self), api="Stream.synchronize()")
 
     def close(self) -> None:
         self._finalizer()
@@ -712,10 +730,14 @@ class Event:
                        stream_handle(stream) or 0)
 
     def synchronize(self) -> None:
+        from .graph import check as capture_check
+        capture_check("cuEventSynchronize", "Event.synchronize()")
         self._ctx.call("cuEventSynchronize", self._ctx.drv.cuEventSynchronize, self.handle)
 
     def elapsed_ms(self, start: "Event") -> float:
         """Milliseconds from `start` to this event (synchronises on this event)."""
+        from .graph import check as capture_check
+        capture_check("cuEventElapsedTime", "Event.elapsed_ms()")
         self.synchronize()
         return float(self._ctx.call("cuEventElapsedTime", self._ctx.drv.cuEventElapsedTime,
                                     start.handle, self.handle))
@@ -757,6 +779,16 @@ def stream_handle(stream):
         return stream_handle(int(stream))
     raise LaunchError(f"stream must be None, a pyptx Stream, a CUstream, an int handle or an "
                       f"object with __cuda_stream__, got {t.__name__}")
+
+
+def exchange_capture_mode(mode):
+    """cuThreadExchangeStreamCaptureMode: set the calling thread's capture interaction mode
+    (a CUstreamCaptureMode or its name) and return the previous one."""
+    drv = get_driver()
+    if isinstance(mode, str):
+        mode = getattr(drv.CUstreamCaptureMode, mode)
+    return check(drv.cuThreadExchangeStreamCaptureMode(mode), "cuThreadExchangeStreamCaptureMode",
+                 drv)
 
 
 def free_cached_memory() -> None:
