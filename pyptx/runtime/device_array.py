@@ -165,6 +165,8 @@ class DeviceArray:
         synchronised first, so pending pyptx work on this array is finished for any consumer
         stream (`stream` 0 is invalid for CUDA, per the spec)."""
         from . import dlpack
+        if stream != -1:
+            capture_check("cuCtxSynchronize", "DeviceArray.__dlpack__()")
         versioned = dlpack.wants_versioned(max_version)
         here = self.__dlpack_device__()
         target = here if dl_device is None else (int(dl_device[0]), int(dl_device[1]))

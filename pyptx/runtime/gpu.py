@@ -224,7 +224,9 @@ class _Staging:
         if isinstance(v, np.ndarray):
             return self._stage(v, writable)
         if isinstance(v, ForeignArray):
-            self._wait_for(v.stream)
+            from .graph import capturing
+            if capturing() is None:    # a capture cannot wait on an event recorded outside
+                self._wait_for(v.stream)   # it: g.launch(stream=...) orders the replay instead
             return v.ptr
         if isinstance(v, ImportedTensor):
             self.imported.append(v)

@@ -176,6 +176,7 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
             if stream is None:
                 return
             hstream = stream_handle(stream)
+            chk = None     # recorded, not run: nothing to time (a captured event is unreadable)
         run_checked(plan, g, b, flat, shared_mem, dev, hstream, chk)
     except BaseException:
         flat.clear()      # release consumed DLPack tensors now, not when the traceback dies
@@ -462,6 +463,10 @@ def _array_checker(spec, dev, array_arg, kname):
             if cai is None:
                 if not hasattr(a, "__dlpack__"):
                     fail(f"{type(a).__name__} {_short(a)}")
+                if _capturing() is not None:   # before __dlpack__ consumes (and syncs) it
+                    fail("a DLPack-only object inside a pyptx.graph() capture: exporting it "
+                         "would synchronise, and a graph replays without it; pass a "
+                         "DeviceArray or an object with __cuda_array_interface__")
                 a, shape = _dlpack_arg(a, dev, dt, nd, writable, fail)
                 for s in shape:
                     if s >= _SHAPE_LIMIT:
