@@ -390,3 +390,40 @@ def test_a_graph_keeps_its_arrays_until_replays_finish(fake, monkeypatch):
     gc.collect()
     assert ptr not in fake.memory
     assert fake.violations == []
+
+
+def test_real_bindings_accept_every_capture_call_pyptx_makes(fake, monkeypatch):
+    """Without libcuda the real cuda.bindings (12.x or 13.x, whichever is installed) still
+    convert every argument before looking for the library: replay the calls a capture, a
+    replay and a close made on the fake against them."""
+    from test_gpu_runtime import _real_library_loadable
+    if _real_library_loadable():
+        pytest.skip("replaying fake handles on a real driver is unsafe")
+    import cuda.bindings.driver as real
+    from cuda.pathfinder import DynamicLibNotFoundError
+    use_compiled(monkeypatch, hand_compiled("scale", SCALE))
+    fake.bodies["scale"] = scale_body
+    x = pyptx.to_device(np.arange(8, dtype=np.float32))
+    mark = len(fake.calls)
+    with pyptx.graph() as g:
+        scale[1, 8](x, x, 2.0, 8)                     # first use: relaxed exchange + load
+        y = pyptx.runtime.device_array.result_empty((8,), np.float32)
+    s = driver.Stream()
+    g.launch(stream=s)
+    g.close()
+    driver.synchronize()
+    del y
+    calls = fake.calls[mark:]
+    names = {n for n, _ in calls}
+    assert {"cuStreamCreate", "cuStreamBeginCapture", "cuThreadExchangeStreamCaptureMode",
+            "cuStreamEndCapture", "cuGraphInstantiate", "cuGraphLaunch", "cuGraphExecDestroy",
+            "cuGraphDestroy", "cuMemAlloc"} <= names
+    bad = []
+    for name, args in calls:
+        try:
+            getattr(real, name)(*args)
+        except DynamicLibNotFoundError:
+            pass
+        except Exception as err:  # noqa: BLE001
+            bad.append(f"{name}{args!r}: {type(err).__name__}: {err}")
+    assert not bad, "\n".join(bad)
