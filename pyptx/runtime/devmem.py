@@ -11,6 +11,8 @@ an allocation runs out of memory).  The caller holds the context current.
 """
 from __future__ import annotations
 
+import threading
+
 ROUND = 512
 
 
@@ -22,24 +24,29 @@ class MemoryPool:
         self.idle: dict = {}         # (stream key, size) -> [device pointers]
         self.cached_bytes = 0
         self.in_use_bytes = 0
+        self.lock = threading.Lock()  # launches from several threads share the free lists
 
     def alloc(self, nbytes: int, stream) -> tuple:
         """(device pointer, rounded size) of a buffer usable by work queued on `stream`."""
         size = -(-max(int(nbytes), 1) // ROUND) * ROUND
-        free = self.idle.get((stream or 0, size))
-        if free:
-            ptr = free.pop()
-            self.cached_bytes -= size
-        else:
+        with self.lock:
+            free = self.idle.get((stream or 0, size))
+            ptr = free.pop() if free else None
+            if ptr is not None:
+                self.cached_bytes -= size
+                self.in_use_bytes += size
+        if ptr is None:
             ptr = self._fresh(size)
-        self.in_use_bytes += size
+            with self.lock:
+                self.in_use_bytes += size
         return ptr, size
 
     def give_back(self, ptr: int, size: int, stream) -> None:
         """Keep `ptr` for later work on `stream` (the work queued so far may still use it)."""
-        self.idle.setdefault((stream or 0, size), []).append(ptr)
-        self.cached_bytes += size
-        self.in_use_bytes -= size
+        with self.lock:
+            self.idle.setdefault((stream or 0, size), []).append(ptr)
+            self.cached_bytes += size
+            self.in_use_bytes -= size
 
     def _fresh(self, size: int) -> int:
         from .driver import check
@@ -58,6 +65,7 @@ class MemoryPool:
         failure is raised after); a failed one is forgotten, not retried."""
         from .driver import check, run_all
         drv = self.ctx.drv
-        idle, self.idle, self.cached_bytes = self.idle, {}, 0
+        with self.lock:
+            idle, self.idle, self.cached_bytes = self.idle, {}, 0
         run_all([lambda p=p: check(drv.cuMemFree(p), "cuMemFree", drv)
                  for ptrs in idle.values() for p in ptrs])

@@ -400,14 +400,17 @@ class Context:
     # -- internal events and deferred work ------------------------------------------------------
     def event(self):
         """An idle internal event (timing disabled); give it back with `idle_event`."""
-        if self._events:
-            return self._events.pop()
+        with self._deferred_lock:       # launches from several threads share the idle list
+            ev = self._events.pop() if self._events else None
+        if ev is not None:
+            return ev
         flags = int(getattr(getattr(self.drv, "CUevent_flags", None), "CU_EVENT_DISABLE_TIMING",
                             2))
         return self.call("cuEventCreate", self.drv.cuEventCreate, flags)
 
     def idle_event(self, ev) -> None:
-        self._events.append(ev)
+        with self._deferred_lock:
+            self._events.append(ev)
 
     def after(self, stream, callbacks: list) -> None:
         """Run `callbacks` once the work queued on `stream` so far has completed (checked at the

@@ -1,0 +1,86 @@
+"""Runtime state shared by threads that launch at the same time: the staging-memory pool's free
+lists and the context's idle internal events.  Each test forces the interleaving that used to
+break (two threads both see one idle entry, both pop it) with a barrier inside the list."""
+from __future__ import annotations
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+from pyptx.runtime import driver
+
+from fake_driver import FakeDriver
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    fd = FakeDriver()
+    monkeypatch.setenv("PYPTX_DEVICE", "gpu")
+    prev = driver.set_driver(fd)
+    yield fd
+    gc.collect()
+    driver.set_driver(prev)
+
+
+class RacyList(list):
+    """A free list whose pop() waits (briefly) for a second thread to reach pop() too: without
+    a lock both threads saw it non-empty and the second pop fails."""
+
+    def __init__(self, items, barrier):
+        super().__init__(items)
+        self.barrier = barrier
+
+    def pop(self, *a):
+        try:
+            self.barrier.wait()
+        except threading.BrokenBarrierError:     # the other thread is (rightly) blocked
+            pass
+        return super().pop(*a)
+
+
+def _race(action, n=2):
+    errors, results = [], []
+
+    def run():
+        try:
+            results.append(action())
+        except Exception as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors, results
+
+
+def test_pool_alloc_from_two_threads_never_hands_out_one_buffer_twice(fake):
+    ctx = driver.context()
+    pool = ctx.pool
+    ctx.enter()
+    ptr, size = pool.alloc(100, None)
+    pool.give_back(ptr, size, None)
+    pool.idle[(0, size)] = RacyList(pool.idle[(0, size)], threading.Barrier(2, timeout=0.5))
+
+    def alloc():
+        ctx.enter()
+        return pool.alloc(100, None)[0]
+    errors, got = _race(alloc)
+    assert errors == [] and len(set(got)) == 2 and ptr in got
+    assert pool.in_use_bytes == 2 * size and pool.cached_bytes == 0
+
+
+def test_internal_events_from_two_threads_are_distinct(fake):
+    ctx = driver.context()
+    ctx.enter()
+    ev = ctx.event()
+    ctx.idle_event(ev)
+    ctx._events = RacyList(ctx._events, threading.Barrier(2, timeout=0.5))
+
+    def take():
+        ctx.enter()
+        return ctx.event()
+    errors, got = _race(take)
+    assert errors == [] and len({int(e) for e in got}) == 2
