@@ -77,6 +77,31 @@ NEEDS_CONTEXT = frozenset({
     "cuStreamQuery", "cuEventCreate", "cuEventDestroy", "cuEventRecord", "cuEventSynchronize",
     "cuEventQuery", "cuEventElapsedTime", "cuFuncSetAttribute", "cuFuncGetAttribute"})
 
+#: Each PTX ISA version and the CUDA release that introduced it (as cuDriverGetVersion reports
+#: it), from the "PTX ISA release history" table of NVIDIA's PTX ISA document (Release Notes,
+#: https://docs.nvidia.com/cuda/parallel-thread-execution/#release-notes-ptx-release-history);
+#: cuda.bindings.utils._ptx_utils carries the same table.  Note the gaps: CUDA 12.6 brought no
+#: new ISA (it JITs up to 8.5), 8.6 came with 12.7.  A driver JITs every ISA up to the newest one
+#: its release introduced; one newer than the last row is taken to know no newer ISA.  Written
+#: out here, not imported from pyptx.runtime.profile: the fake is an independent check of it.
+PTX_ISA_RELEASES = (
+    ((6, 0), 9000), ((6, 1), 9010), ((6, 2), 9020), ((6, 3), 10000), ((6, 4), 10010),
+    ((6, 5), 10020),
+    ((7, 0), 11000), ((7, 1), 11010), ((7, 2), 11020), ((7, 3), 11030), ((7, 4), 11040),
+    ((7, 5), 11050), ((7, 6), 11060), ((7, 7), 11070), ((7, 8), 11080),
+    ((8, 0), 12000), ((8, 1), 12010), ((8, 2), 12020), ((8, 3), 12030), ((8, 4), 12040),
+    ((8, 5), 12050), ((8, 6), 12070), ((8, 7), 12080), ((8, 8), 12090),
+    ((9, 0), 13000), ((9, 1), 13010), ((9, 2), 13020), ((9, 3), 13030),
+)
+
+
+def max_ptx_isa(driver_version: int):
+    """The newest PTX ISA (major, minor) a driver of this CUDA version JITs (None: older than
+    every row)."""
+    known = [isa for isa, first in PTX_ISA_RELEASES if first <= driver_version]
+    return max(known) if known else None
+
+
 PARAM_BUFFER_LIMIT = 4096          # bytes of kernel parameters a launch may pass before CUDA 12.1
 PARAM_BUFFER_LIMIT_12_1 = 32764    # ... and from CUDA 12.1 on (Volta and newer)
 _ptxas_cache: dict = {}            # (ptx, arch) -> (error log | None, resources dict)
@@ -345,7 +370,7 @@ class FakeDriver:
             e, log = R.CUDA_ERROR_INVALID_PTX, self.jit_log
         ptx = image[:-1].decode()
         m = _VERSION.search(ptx)
-        max_ptx = (self.version // 1000 - 4, (self.version % 1000) // 10)
+        max_ptx = max_ptx_isa(self.version) or (0, 0)
         if e is None and m and (int(m.group(1)), int(m.group(2))) > max_ptx:
             e = R.CUDA_ERROR_UNSUPPORTED_PTX_VERSION
         resources = {}
