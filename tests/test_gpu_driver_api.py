@@ -4,6 +4,7 @@ cuda-bindings), a missing PTX JIT library gets a DeviceError that says what to i
 from __future__ import annotations
 
 import gc
+import warnings
 
 import numpy as np
 import pytest
@@ -62,3 +63,94 @@ def test_cuda_synchronize_is_a_no_op_on_the_cpu_executor(fake, monkeypatch):
     cuda.synchronize()
     assert len(fake.calls) == n                              # no driver call at all
     assert (out.copy_to_host() == 2).all()
+
+
+# ---- handles → ints -----------------------------------------------------------------------------
+
+class DeprecatedIntHandle:
+    """A driver handle whose int() warns, as cuda-bindings announced for its handle types in
+    12.9.1 / 13.0 ("int(cuda_obj) ... is deprecated ... use get_cuda_native_handle()");
+    registered with cuda.bindings.utils the way the bindings register their own types."""
+
+    __slots__ = ("real",)
+
+    def __init__(self, real):
+        self.real = real
+
+    def __int__(self):
+        warnings.warn("int() of a CUDA object is deprecated: use "
+                      "cuda.bindings.utils.get_cuda_native_handle()", DeprecationWarning,
+                      stacklevel=2)
+        return int(self.real)
+
+    def __eq__(self, other):
+        return isinstance(other, DeprecatedIntHandle) and other.real == self.real
+
+    def __hash__(self):
+        return hash(self.real)
+
+
+class DeprecatingDriver:
+    """The fake driver behind a layer that hands out DeprecatedIntHandles for every opaque
+    handle (context, stream, event, module, function) and unwraps them on the way in."""
+
+    def __init__(self, fake):
+        from cuda.bindings import driver as real
+        self._fake = fake
+        self._opaque = (real.CUcontext, real.CUstream, real.CUevent, real.CUmodule,
+                        real.CUfunction)
+
+    def __getattr__(self, name):
+        attr = getattr(self._fake, name)
+        if not (name.startswith("cu") and callable(attr)):
+            return attr
+
+        def call(*args):
+            res = attr(*[a.real if isinstance(a, DeprecatedIntHandle) else a for a in args])
+            return tuple(DeprecatedIntHandle(x) if isinstance(x, self._opaque) else x
+                         for x in res)
+        return call
+
+
+def test_no_int_of_a_driver_handle(monkeypatch):
+    utils = pytest.importorskip("cuda.bindings.utils")
+    register = getattr(utils, "_add_cuda_native_handle_getter", None)
+    if register is None or not hasattr(utils, "get_cuda_native_handle"):
+        pytest.skip("these cuda.bindings have no get_cuda_native_handle registry")
+    register(DeprecatedIntHandle, lambda h: utils.get_cuda_native_handle(h.real))
+    fake = FakeDriver()
+    monkeypatch.setenv("PYPTX_DEVICE", "gpu")
+    prev = driver.set_driver(DeprecatingDriver(fake))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            out = pyptx.to_device(np.zeros(32, np.float32))
+            fill[1, 32](out, 1.0, 32)                        # context, module, function
+            s = driver.Stream()
+            fill[1, 32](out, 2.0, 32, stream=s)
+            assert s.__cuda_stream__()[1] == driver.handle_int(s.handle) != 0
+            s.synchronize()
+            e0, e1 = driver.Event(), driver.Event()
+            e0.record(s)
+            host = np.zeros(32, np.float32)
+            fill[1, 32](host, 4.0, 32, stream=s)             # numpy: the pool allocates
+            e1.record(s)
+            assert e1.elapsed_ms(e0) >= 0
+            cuda.synchronize()
+            assert (out.copy_to_host() == 2).all() and (host == 4).all()
+            assert out.__dlpack_device__() == (2, 0)
+            s.close()
+            driver.free_cached_memory()
+        assert fake.count("cuLaunchKernel") == 3
+    finally:
+        gc.collect()
+        driver.set_driver(prev)
+        getattr(utils, "_handle_getters", {}).pop(DeprecatedIntHandle, None)
+
+
+def test_handle_int_of_every_kind_of_handle():
+    real = pytest.importorskip("cuda.bindings.driver")
+    for cls in (real.CUcontext, real.CUstream, real.CUevent, real.CUmodule, real.CUfunction,
+                real.CUdeviceptr, real.CUdevice):
+        assert driver.handle_int(cls(0x1234)) == 0x1234, cls
+    assert driver.handle_int(None) == 0 and driver.handle_int(7) == 7

@@ -71,6 +71,35 @@ def reset() -> None:
         launch.invalidate_plans()
 
 
+# ---- handles → ints ---------------------------------------------------------------------------
+
+_handle_converters: dict = {int: int, type(None): lambda _h: 0}     # type -> its conversion
+
+
+def handle_int(h) -> int:
+    """The C value of a driver handle (CUcontext, CUstream, CUevent, CUmodule, CUfunction,
+    CUdeviceptr, CUdevice, ...) or of a plain int; None is 0.  The one place pyptx turns a handle
+    into an int.
+
+    cuda-bindings deprecated `int(handle)` for its opaque handle types (12.9.1 / 13.0) in favour of
+    `cuda.bindings.utils.get_cuda_native_handle`, which knows those types; the integer types
+    (CUdeviceptr, CUdevice), older bindings and test doubles' handles still convert with int().
+    The choice is made once per type."""
+    conv = _handle_converters.get(type(h))
+    if conv is None:
+        conv = _handle_converters[type(h)] = _handle_converter(h)
+    return conv(h)
+
+
+def _handle_converter(h):
+    try:
+        from cuda.bindings.utils import get_cuda_native_handle
+        get_cuda_native_handle(h)           # TypeError: a type it does not register
+        return get_cuda_native_handle
+    except Exception:  # noqa: BLE001 - no cuda.bindings, an older one, an unregistered type
+        return int
+
+
 # ---- results → exceptions ---------------------------------------------------------------------
 
 def error_name(drv, err) -> str:
@@ -238,7 +267,7 @@ class Context:
         self.device = check(drv.cuDeviceGet(ordinal), "cuDeviceGet", drv)
         self.handle = check(drv.cuDevicePrimaryCtxRetain(self.device),
                             "cuDevicePrimaryCtxRetain", drv)
-        self.handle_int = int(self.handle)
+        self.handle_int = handle_int(self.handle)
         self.success = drv.CUresult.CUDA_SUCCESS
         self.functions: dict = {}      # (ptx text, entry) -> Function
         self.modules: dict = {}        # ptx text -> CUmodule
@@ -259,7 +288,7 @@ class Context:
         drv = self.drv
         res = drv.cuCtxGetCurrent()
         if res[0] == self.success:
-            cur = int(res[1] or 0)
+            cur = handle_int(res[1])
             if cur == self.handle_int:
                 return False
             if cur == 0:
@@ -498,7 +527,8 @@ class ParamPacker:
 def mem_alloc(nbytes: int) -> int:
     """cuMemAlloc in the current context (DeviceError on failure)."""
     ctx = context()
-    return int(ctx.call(f"cuMemAlloc({nbytes})", ctx.drv.cuMemAlloc, max(int(nbytes), 1)))
+    return handle_int(ctx.call(f"cuMemAlloc({nbytes})", ctx.drv.cuMemAlloc,
+                               max(int(nbytes), 1)))
 
 
 def mem_free(ptr: int, ctx: "Context | None" = None) -> None:
@@ -595,7 +625,7 @@ class Stream:
         self.handle = None
 
     def __cuda_stream__(self):
-        return (0, int(stream_handle(self)))
+        return (0, stream_handle(self))
 
 
 class Event:
@@ -638,7 +668,7 @@ def stream_handle(stream):
     if t is Stream:
         if stream.handle is None:
             raise LaunchError("stream= is a pyptx Stream that was closed")
-        return int(stream.handle)
+        return handle_int(stream.handle)
     if isinstance(stream, bool) or isinstance(stream, (float, str, bytes)):
         raise LaunchError(f"stream must be None, a pyptx Stream, a CUstream, an int handle or "
                           f"an object with __cuda_stream__, got {t.__name__} {stream!r}")
@@ -653,7 +683,7 @@ def stream_handle(stream):
         if isinstance(v, int) and not isinstance(v, bool):
             return v
     if t.__name__ in ("CUstream", "cudaStream_t"):
-        return int(stream)               # a cuda.bindings handle
+        return handle_int(stream)        # a cuda.bindings handle
     if isinstance(stream, int):          # numpy / IntEnum-like ints
         return stream_handle(int(stream))
     raise LaunchError(f"stream must be None, a pyptx Stream, a CUstream, an int handle or an "
