@@ -154,3 +154,19 @@ def test_handle_int_of_every_kind_of_handle():
                 real.CUdeviceptr, real.CUdevice):
         assert driver.handle_int(cls(0x1234)) == 0x1234, cls
     assert driver.handle_int(None) == 0 and driver.handle_int(7) == 7
+
+
+# ---- a missing PTX JIT -------------------------------------------------------------------------
+
+def test_missing_ptx_jit_library_says_what_to_install(fake):
+    fake.fail["cuModuleLoadDataEx"] = fake.CUresult.CUDA_ERROR_JIT_COMPILER_NOT_FOUND
+    out = pyptx.to_device(np.zeros(4, np.float32))
+    with pytest.raises(DeviceError) as ei:
+        fill[1, 4](out, 1.0, 4)
+    e = ei.value
+    assert e.error_name == "CUDA_ERROR_JIT_COMPILER_NOT_FOUND"
+    msg = str(e)
+    assert "could not load the PTX of kernel 'fill'" in msg
+    assert "libnvidia-ptxjitcompiler.so" in msg                  # what is missing
+    assert "libnvidia-compute-" in msg and "container" in msg    # how to get it
+    assert fake.count("cuLaunchKernel") == 0

@@ -409,10 +409,26 @@ class Context:
         if res[0] != drv.CUresult.CUDA_SUCCESS:
             name = error_name(drv, res[0])
             log = _c_string(err_log) or _c_string(info_log)
+            hint = _LOAD_HINTS.get(name)
             raise DeviceError(f"the driver could not load the PTX of kernel '{entry}': {name}"
+                              + (f": {hint}" if hint else "")
                               + (f"\nJIT log:\n{log}" if log else ""),
                               error_name=name, jit_log=log)
         return res[1]
+
+
+#: what a cuModuleLoadDataEx failure means and what to do, where the error name does not say
+_LOAD_HINTS = {
+    "CUDA_ERROR_JIT_COMPILER_NOT_FOUND":
+        "the NVIDIA driver's PTX JIT compiler library (libnvidia-ptxjitcompiler.so.1) is missing "
+        "or not visible to this process, and pyptx hands the driver PTX to compile.  Install "
+        "the driver package that ships it, of the same version as the driver (Debian/Ubuntu: "
+        "libnvidia-compute-<driver branch>, e.g. libnvidia-compute-550; RHEL/Fedora: "
+        "nvidia-driver-cuda-libs; Jetson: nvidia-l4t-3d-core); in a container, let the NVIDIA "
+        "Container Toolkit mount the driver's compute libraries (docker run --gpus all with "
+        "NVIDIA_DRIVER_CAPABILITIES including 'compute') or mount the host's "
+        "libnvidia-ptxjitcompiler.so.* into the container's library path",
+}
 
 
 def run_all(actions) -> None:
