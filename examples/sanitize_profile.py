@@ -4,8 +4,14 @@
 2. pyptx.profile() finds a bad access pattern: a naive transpose writes with a 4 KiB stride
    (one 32-byte sector per thread); the shared-memory tiled transpose is fully coalesced, and
    padding its tile by one column removes the 32-way bank conflicts of the column reads.
+Both run on the CPU executor even where a GPU is present: pyptx.sanitize() always does, and the
+profiler's counters exist only there (a profiled GPU launch records only `gpu_ms`), so the
+profiled launches set PYPTX_DEVICE=cpu for their duration.
 (docs/checking.md walks through the output.)
 """
+import contextlib
+import os
+
 import numpy as np
 
 import pyptx
@@ -64,10 +70,24 @@ def find_the_race():
     print("with the barrier: clean\n")
 
 
+@contextlib.contextmanager
+def on_cpu_executor():
+    """Launches inside run on the CPU executor (PYPTX_DEVICE is re-read at every launch)."""
+    before = os.environ.get("PYPTX_DEVICE")
+    os.environ["PYPTX_DEVICE"] = "cpu"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PYPTX_DEVICE"]
+        else:
+            os.environ["PYPTX_DEVICE"] = before
+
+
 def profile_transposes(n=256):
     a = np.random.default_rng(1).standard_normal((n, n)).astype(np.float32)
     grid, block = (n // TILE, n // TILE), (TILE, TILE)
-    with pyptx.profile() as prof:
+    with on_cpu_executor(), pyptx.profile() as prof:     # the counters need the CPU executor
         for launch in (lambda o: transpose_naive[grid, block](o, a),
                        lambda o: transpose_tiled[grid, block](o, a, 0),
                        lambda o: transpose_tiled[grid, block](o, a, 1)):

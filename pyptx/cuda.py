@@ -199,8 +199,16 @@ def device_array_like(ary, stream=None):
 
 
 def synchronize():
-    """Launches return when the kernel is done (GPU: the stream is synchronised)."""
-    return None
+    """Wait until every queued launch and copy has finished, like Numba's `cuda.synchronize()`.
+
+    On the GPU a launch of DeviceArrays (or other device-resident arrays) returns as soon as the
+    kernel is queued; this synchronises the context (`cuCtxSynchronize`), and a fault of a
+    queued kernel is raised here as a DeviceError.  On the CPU executor launches are
+    synchronous and this does nothing."""
+    from .runtime.launch import device
+    if device() == "gpu":
+        from .runtime import driver
+        driver.synchronize()
 
 
 def is_available() -> bool:

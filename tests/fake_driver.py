@@ -4,7 +4,11 @@ It implements the subset pyptx uses with the same calling convention (every call
 `(CUresult, *outputs)`, enums are the real ones from cuda.bindings), records every call, keeps
 "device memory" in numpy byte buffers, reads `kernelParams` through the real `void**` the code
 under test built, and decodes each parameter with the sizes the loaded PTX's `.param` list gives.
-A test can register a Python "kernel body" per entry name to act on device memory.
+A launch runs the loaded module's PTX for its entry on pyptx's CPU executor, on the fake's device
+memory (`FakeDriver.execute`), so GPU-mode tests see real results; a test can instead register a
+Python "kernel body" per entry name to act on device memory.  A fault (an out-of-bounds access)
+makes the context sticky-failed with CUDA_ERROR_ILLEGAL_ADDRESS, reported by the next
+synchronising call, as on a GPU.  `record=False` (benchmarks) neither logs nor runs anything.
 
 Where it matters it behaves like the real driver, so bugs that only hardware would show fail
 here too: the current context is per thread (a call that needs one fails with
@@ -42,7 +46,14 @@ class LibraryNotFound(Exception):
 
 
 class FakeFault(Exception):
-    """A kernel body touched memory outside every allocation (the real GPU's illegal address)."""
+    """A kernel body touched memory outside every allocation (the real GPU's illegal address).
+
+    `error`: the CUresult the context is then stuck with (a PTX kernel that the CPU executor
+    stops with a LaunchError, e.g. a barrier only part of a block reaches, is a launch failure)."""
+
+    def __init__(self, message="", error=None):
+        super().__init__(message)
+        self.error = error if error is not None else _real.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
 
 
 class Launch:
@@ -65,6 +76,31 @@ NEEDS_CONTEXT = frozenset({
     "cuStreamCreate", "cuStreamDestroy", "cuStreamSynchronize", "cuStreamWaitEvent",
     "cuStreamQuery", "cuEventCreate", "cuEventDestroy", "cuEventRecord", "cuEventSynchronize",
     "cuEventQuery", "cuEventElapsedTime", "cuFuncSetAttribute", "cuFuncGetAttribute"})
+
+#: Each PTX ISA version and the CUDA release that introduced it (as cuDriverGetVersion reports
+#: it), from the "PTX ISA release history" table of NVIDIA's PTX ISA document (Release Notes,
+#: https://docs.nvidia.com/cuda/parallel-thread-execution/#release-notes-ptx-release-history);
+#: cuda.bindings.utils._ptx_utils carries the same table.  Note the gaps: CUDA 12.6 brought no
+#: new ISA (it JITs up to 8.5), 8.6 came with 12.7.  A driver JITs every ISA up to the newest one
+#: its release introduced; one newer than the last row is taken to know no newer ISA.  Written
+#: out here, not imported from pyptx.runtime.profile: the fake is an independent check of it.
+PTX_ISA_RELEASES = (
+    ((6, 0), 9000), ((6, 1), 9010), ((6, 2), 9020), ((6, 3), 10000), ((6, 4), 10010),
+    ((6, 5), 10020),
+    ((7, 0), 11000), ((7, 1), 11010), ((7, 2), 11020), ((7, 3), 11030), ((7, 4), 11040),
+    ((7, 5), 11050), ((7, 6), 11060), ((7, 7), 11070), ((7, 8), 11080),
+    ((8, 0), 12000), ((8, 1), 12010), ((8, 2), 12020), ((8, 3), 12030), ((8, 4), 12040),
+    ((8, 5), 12050), ((8, 6), 12070), ((8, 7), 12080), ((8, 8), 12090),
+    ((9, 0), 13000), ((9, 1), 13010), ((9, 2), 13020), ((9, 3), 13030),
+)
+
+
+def max_ptx_isa(driver_version: int):
+    """The newest PTX ISA (major, minor) a driver of this CUDA version JITs (None: older than
+    every row)."""
+    known = [isa for isa, first in PTX_ISA_RELEASES if first <= driver_version]
+    return max(known) if known else None
+
 
 PARAM_BUFFER_LIMIT = 4096          # bytes of kernel parameters a launch may pass before CUDA 12.1
 PARAM_BUFFER_LIMIT_12_1 = 32764    # ... and from CUDA 12.1 on (Volta and newer)
@@ -135,15 +171,18 @@ class FakeDriver:
         self._next = 0x7F00_0000_0000
         self.modules: dict = {}       # handle -> {entry: [(ptx_type, name), ...]}
         self.module_resources: dict = {}   # handle -> ptxas resources of its PTX
+        self.module_ptx: dict = {}    # handle -> its PTX text (what a launch without a body runs)
+        self.function_ptx: dict = {}  # function handle -> the PTX of its module
         self.module_ctx: dict = {}    # handle -> the context it was loaded in
         self.function_ctx: dict = {}  # handle -> the context of its module
         self.functions: dict = {}     # handle -> (entry, params, max threads, static shared)
         self.func_attrs: dict = {}
         self.max_threads: dict = {}   # entry -> CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK override
-        self.bodies: dict = {}        # entry -> callable(fake, launch)
+        self.bodies: dict = {}        # entry -> callable(fake, launch); else the PTX runs
         self.launches: list = []
         self.pending: list = []       # queued work, in submission order: (stream, thunk, tag)
         self.sticky = None            # a fault inside a kernel poisons the context, as on a GPU
+        self.fault = None             # ... and the exception that said why (FakeFault/MemoryFault)
         self.streams: set = {0}
         self.events: dict = {}        # handle -> the pending tag recorded, or None when reached
         self.contexts = {0xC7000 + d for d in range(devices)}
@@ -204,8 +243,8 @@ class FakeDriver:
             if thunk is not None and self.sticky is None:
                 try:
                     thunk()
-                except FakeFault:
-                    self.sticky = R.CUDA_ERROR_ILLEGAL_ADDRESS
+                except FakeFault as f:
+                    self.sticky, self.fault = f.error, f.__cause__ or f
         return self.sticky or R.CUDA_SUCCESS
 
     def _last_on(self, stream) -> int:
@@ -225,7 +264,10 @@ class FakeDriver:
         return (R.CUDA_SUCCESS, R(err).name.encode())
 
     def cuGetErrorString(self, err):
-        return (R.CUDA_SUCCESS, f"fake: {R(err).name.lower()}".encode())
+        text = f"fake: {R(err).name.lower()}"
+        if self.fault is not None and err == self.sticky:      # what the kernel did wrong
+            text += f"; the kernel fault: {self.fault}"
+        return (R.CUDA_SUCCESS, text.encode())
 
     def cuInit(self, flags):
         e = self._call("cuInit", flags)
@@ -328,7 +370,7 @@ class FakeDriver:
             e, log = R.CUDA_ERROR_INVALID_PTX, self.jit_log
         ptx = image[:-1].decode()
         m = _VERSION.search(ptx)
-        max_ptx = (self.version // 1000 - 4, (self.version % 1000) // 10)
+        max_ptx = max_ptx_isa(self.version) or (0, 0)
         if e is None and m and (int(m.group(1)), int(m.group(2))) > max_ptx:
             e = R.CUDA_ERROR_UNSUPPORTED_PTX_VERSION
         resources = {}
@@ -349,6 +391,7 @@ class FakeDriver:
         self.modules[handle] = {name: _PARAM.findall(body)
                                 for name, body in _ENTRY.findall(ptx)}
         self.module_resources[handle] = resources
+        self.module_ptx[handle] = ptx
         self.module_ctx[handle] = self.current()
         return (R.CUDA_SUCCESS, handle)
 
@@ -367,6 +410,7 @@ class FakeDriver:
         self.functions[handle] = (entry, self.modules[module][entry], threads,
                                   res.get("shared_bytes", 0))
         self.function_ctx[handle] = self.module_ctx.get(module)
+        self.function_ptx[handle] = self.module_ptx.get(module)
         return (R.CUDA_SUCCESS, handle)
 
     def cuFuncSetAttribute(self, func, attr, value):
@@ -571,6 +615,34 @@ class FakeDriver:
         return (e, None) if e is not None else (R.CUDA_SUCCESS, 0.25 * (int(end) - int(start)))
 
     # -- launch ----------------------------------------------------------------------------------------
+    def _allocation_at(self, addr):
+        """(buffer, offset) of the allocation holding byte `addr`, or None."""
+        for base, buf in self.memory.items():
+            if base <= addr < base + len(buf):
+                return buf, addr - base
+        return None
+
+    def execute(self, ptx, params, launch):
+        """Run the launch's PTX on pyptx's CPU executor, on the fake's device memory: a pointer
+        parameter (.u64/.b64/.s64 whose value lies in an allocation) becomes a writable view of
+        that allocation from the address to its end (the executor merges views of one
+        allocation into one region, so two pointers into it alias as on a GPU); every other
+        parameter passes its value (an f16 .b16 its raw bits).  Memory is updated only when the
+        kernel completes; a fault raises FakeFault (the context's sticky error)."""
+        from pyptx.errors import LaunchError, MemoryFault
+        from pyptx.runtime.cpu.launch import ArrayArg, launch as cpu_launch
+        args = []
+        for ptype, name in params:
+            value = launch.params[name]
+            hit = self._allocation_at(value) if ptype in ("u64", "b64", "s64") else None
+            args.append(ArrayArg(hit[0][hit[1]:], True) if hit is not None else value)
+        try:
+            cpu_launch(ptx, launch.entry, launch.grid, launch.block, args, launch.shared)
+        except MemoryFault as e:
+            raise FakeFault(str(e)) from e
+        except LaunchError as e:           # e.g. a barrier only part of a block reaches
+            raise FakeFault(str(e), R.CUDA_ERROR_LAUNCH_FAILED) from e
+
     def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, kernel_params, extra):
         e = self._call("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, shared, stream,
                        kernel_params, extra)
@@ -608,10 +680,13 @@ class FakeDriver:
                         pointers)
         if self.record:
             self.launches.append(launch)
+        ptx = self.function_ptx.get(f)
 
         def run():
             if body is not None:
                 body(self, launch)
+            elif ptx is not None:
+                self.execute(ptx, params, launch)
             launch.done = True
         self._enqueue(stream, run)
         return (R.CUDA_SUCCESS,)

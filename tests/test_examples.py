@@ -1,5 +1,6 @@
-"""Every script in examples/ runs to completion on the CPU executor (each asserts its own
-results), in a fresh interpreter as a user would run it."""
+"""Every script in examples/ runs to completion (each asserts its own results), in a fresh
+interpreter as a user would run it: on the CPU executor, and on the GPU path with the fake driver
+(tests/run_on_fake_gpu.py installs it; its launches run the PTX on the CPU executor)."""
 from __future__ import annotations
 
 import os
@@ -27,3 +28,14 @@ def test_example_runs(path):
     res = subprocess.run([sys.executable, str(path)], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0, f"{path.name} failed:\n{res.stdout}\n{res.stderr}"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_runs_on_the_fake_gpu(path):
+    env = dict(os.environ, PYPTX_DEVICE="gpu",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("PYPTX_SANITIZE", None)
+    res = subprocess.run([sys.executable, str(ROOT / "tests" / "run_on_fake_gpu.py"), str(path)],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, f"{path.name} failed on the fake GPU:\n{res.stdout}\n{res.stderr}"
+    assert "on the gpu" in res.stdout.lower() or path.name == "sanitize_profile.py", res.stdout

@@ -235,7 +235,7 @@ def _reshaped(shape: tuple, new: tuple) -> tuple:
 
 def _ordinal() -> int:
     try:
-        return int(driver.context().device)
+        return driver.handle_int(driver.context().device)
     except (TypeError, ValueError):
         return 0
 

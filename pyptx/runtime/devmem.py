@@ -49,16 +49,16 @@ class MemoryPool:
             self.in_use_bytes -= size
 
     def _fresh(self, size: int) -> int:
-        from .driver import check
+        from .driver import check, handle_int
         from ..errors import DeviceError
         drv = self.ctx.drv
         try:
-            return int(check(drv.cuMemAlloc(size), f"cuMemAlloc({size})", drv))
+            return handle_int(check(drv.cuMemAlloc(size), f"cuMemAlloc({size})", drv))
         except DeviceError as e:
             if e.error_name != "CUDA_ERROR_OUT_OF_MEMORY" or not self.cached_bytes:
                 raise
         self.free_cached()
-        return int(check(drv.cuMemAlloc(size), f"cuMemAlloc({size})", drv))
+        return handle_int(check(drv.cuMemAlloc(size), f"cuMemAlloc({size})", drv))
 
     def free_cached(self) -> None:
         """cuMemFree every idle buffer.  Every buffer is tried even when one fails (the first

@@ -75,6 +75,35 @@ def reset() -> None:
         launch.invalidate_plans()
 
 
+# ---- handles → ints ---------------------------------------------------------------------------
+
+_handle_converters: dict = {int: int, type(None): lambda _h: 0}     # type -> its conversion
+
+
+def handle_int(h) -> int:
+    """The C value of a driver handle (CUcontext, CUstream, CUevent, CUmodule, CUfunction,
+    CUdeviceptr, CUdevice, ...) or of a plain int; None is 0.  The one place pyptx turns a handle
+    into an int.
+
+    cuda-bindings deprecated `int(handle)` for its opaque handle types (12.9.1 / 13.0) in favour of
+    `cuda.bindings.utils.get_cuda_native_handle`, which knows those types; the integer types
+    (CUdeviceptr, CUdevice), older bindings and test doubles' handles still convert with int().
+    The choice is made once per type."""
+    conv = _handle_converters.get(type(h))
+    if conv is None:
+        conv = _handle_converters[type(h)] = _handle_converter(h)
+    return conv(h)
+
+
+def _handle_converter(h):
+    try:
+        from cuda.bindings.utils import get_cuda_native_handle
+        get_cuda_native_handle(h)           # TypeError: a type it does not register
+        return get_cuda_native_handle
+    except Exception:  # noqa: BLE001 - no cuda.bindings, an older one, an unregistered type
+        return int
+
+
 # ---- results → exceptions ---------------------------------------------------------------------
 
 def error_name(drv, err) -> str:
@@ -339,7 +368,7 @@ class Context:
         self.device = check(drv.cuDeviceGet(ordinal), "cuDeviceGet", drv)
         self.handle = check(drv.cuDevicePrimaryCtxRetain(self.device),
                             "cuDevicePrimaryCtxRetain", drv)
-        self.handle_int = int(self.handle)
+        self.handle_int = handle_int(self.handle)
         self.success = drv.CUresult.CUDA_SUCCESS
         self.functions: dict = {}      # (ptx text, entry) -> Function
         self.modules: dict = {}        # ptx text -> CUmodule
@@ -360,7 +389,7 @@ class Context:
         drv = self.drv
         res = drv.cuCtxGetCurrent()
         if res[0] == self.success:
-            cur = int(res[1] or 0)
+            cur = handle_int(res[1])
             if cur == self.handle_int:
                 return False
             if cur == 0:
@@ -486,10 +515,26 @@ class Context:
         if res[0] != drv.CUresult.CUDA_SUCCESS:
             name = error_name(drv, res[0])
             log = _c_string(err_log) or _c_string(info_log)
+            hint = _LOAD_HINTS.get(name)
             raise DeviceError(f"the driver could not load the PTX of kernel '{entry}': {name}"
+                              + (f": {hint}" if hint else "")
                               + (f"\nJIT log:\n{log}" if log else ""),
                               error_name=name, jit_log=log)
         return res[1]
+
+
+#: what a cuModuleLoadDataEx failure means and what to do, where the error name does not say
+_LOAD_HINTS = {
+    "CUDA_ERROR_JIT_COMPILER_NOT_FOUND":
+        "the NVIDIA driver's PTX JIT compiler library (libnvidia-ptxjitcompiler.so.1) is missing "
+        "or not visible to this process, and pyptx hands the driver PTX to compile.  Install "
+        "the driver package that ships it, of the same version as the driver (Debian/Ubuntu: "
+        "libnvidia-compute-<driver branch>, e.g. libnvidia-compute-550; RHEL/Fedora: "
+        "nvidia-driver-cuda-libs; Jetson: nvidia-l4t-3d-core); in a container, let the NVIDIA "
+        "Container Toolkit mount the driver's compute libraries (docker run --gpus all with "
+        "NVIDIA_DRIVER_CAPABILITIES including 'compute') or mount the host's "
+        "libnvidia-ptxjitcompiler.so.* into the container's library path",
+}
 
 
 def run_all(actions) -> None:
@@ -604,7 +649,8 @@ class ParamPacker:
 def mem_alloc(nbytes: int) -> int:
     """cuMemAlloc in the current context (DeviceError on failure)."""
     ctx = context()
-    return int(ctx.call(f"cuMemAlloc({nbytes})", ctx.drv.cuMemAlloc, max(int(nbytes), 1)))
+    return handle_int(ctx.call(f"cuMemAlloc({nbytes})", ctx.drv.cuMemAlloc,
+                               max(int(nbytes), 1)))
 
 
 def mem_free(ptr: int, ctx: "Context | None" = None) -> None:
@@ -715,7 +761,7 @@ class Stream:
         self.handle = None
 
     def __cuda_stream__(self):
-        return (0, int(stream_handle(self)))
+        return (0, stream_handle(self))
 
 
 class Event:
@@ -762,7 +808,7 @@ def stream_handle(stream):
     if t is Stream:
         if stream.handle is None:
             raise LaunchError("stream= is a pyptx Stream that was closed")
-        return int(stream.handle)
+        return handle_int(stream.handle)
     if isinstance(stream, bool) or isinstance(stream, (float, str, bytes)):
         raise LaunchError(f"stream must be None, a pyptx Stream, a CUstream, an int handle or "
                           f"an object with __cuda_stream__, got {t.__name__} {stream!r}")
@@ -777,7 +823,7 @@ def stream_handle(stream):
         if isinstance(v, int) and not isinstance(v, bool):
             return v
     if t.__name__ in ("CUstream", "cudaStream_t"):
-        return int(stream)               # a cuda.bindings handle
+        return handle_int(stream)        # a cuda.bindings handle
     if isinstance(stream, int):          # numpy / IntEnum-like ints
         return stream_handle(int(stream))
     raise LaunchError(f"stream must be None, a pyptx Stream, a CUstream, an int handle or an "
