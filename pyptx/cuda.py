@@ -216,5 +216,86 @@ def is_available() -> bool:
     return device() == "gpu"
 
 
+# ---- devices (Numba's spellings over pyptx.devices / pyptx.use_device) ----------------------
+
+def select_device(device_id):
+    """`cuda.select_device(i)`: launch on device `i` from this thread on; returns the `Device`
+    (`.id`, `.name`, `.compute_capability`).  A bad id is a pyptx.DeviceError (Numba raises
+    IndexError) raised here, not at the next launch."""
+    from .runtime.devices import use_device
+    return use_device(device_id).__enter__()
+
+
+def get_current_device():
+    """The calling thread's `Device` (on the CPU executor a pseudo-device named
+    "pyptx CPU executor", like Numba's simulator)."""
+    from .runtime.devices import current_device
+    return current_device()
+
+
+class _DeviceList:
+    """`cuda.gpus`: the devices, list-like (`len`, `[i]`, iteration; empty on the CPU
+    executor); `with cuda.gpus[i]:` launches on device `i` inside the block."""
+
+    def _list(self):
+        from .runtime.devices import devices
+        return devices()
+
+    def __getitem__(self, i):
+        return self._list()[i]
+
+    def __len__(self) -> int:
+        return len(self._list())
+
+    def __iter__(self):
+        return iter(self._list())
+
+    @property
+    def current(self):
+        """The calling thread's device (None on the CPU executor)."""
+        from .runtime.devices import current_device, _on_cpu
+        return None if _on_cpu() else current_device()
+
+    def __repr__(self) -> str:
+        return f"<pyptx.cuda.gpus: {self._list()!r}>"
+
+
+gpus = _DeviceList()
+
+
+def list_devices():
+    return gpus
+
+
+def detect() -> bool:
+    """Print the CUDA devices found and whether pyptx supports each (compute capability 7.5
+    or newer); True when at least one is supported, as Numba's `cuda.detect()`."""
+    from .errors import DeviceError
+    from .runtime.devices import devices
+    from .runtime.launch import device_reason
+    try:
+        found = devices()
+    except DeviceError as e:
+        found, why = [], str(e)
+    else:
+        why = None if found else device_reason()
+    print(f"Found {len(found)} CUDA devices")
+    supported = 0
+    for d in found:
+        ok = d.arch is not None
+        supported += ok
+        support = "[SUPPORTED]" if ok else "[NOT SUPPORTED: CC < 7.5]"
+        print(f"id {d.id}    {d.name:>20} {support:>40}")
+        print(f"{'Compute Capability':>40}: {d.compute_capability[0]}.{d.compute_capability[1]}")
+        print(f"{'Total Memory':>40}: {d.total_memory / (1 << 30):.1f} GiB")
+        if ok:
+            print(f"{'pyptx arch':>40}: {d.arch}")
+    if why:
+        print(f"pyptx runs kernels on the CPU executor: {why}")
+    print("Summary:")
+    print(f"\t{supported}/{len(found)} devices are supported")
+    return supported > 0
+
+
 __all__ = [n for n in dir() if not n.startswith("_") and n not in (
     "annotations", "inspect", "re", "np", "dsl", "T", "Intrinsic", "DeviceFunction", "Kernel")]

@@ -145,10 +145,22 @@ class FakeDriver:
     CUfunction_attribute = _real.CUfunction_attribute
     CUpointer_attribute = _real.CUpointer_attribute
 
+    #: the handle of device d's primary context is CONTEXT_BASE + d
+    CONTEXT_BASE = 0xC7000
+
     def __init__(self, cc=(8, 0), version=12080, devices=1, name="Fake GPU",
                  shared_optin=101376, library=True, bindings_version=None, record=True,
-                 run_ptxas=True):
-        self.cc, self.version, self.devices, self.name = cc, version, devices, name
+                 run_ptxas=True, total_memory=80 << 30):
+        """`cc` and `name` may be lists, one per device (`devices=2, cc=[(8, 0), (9, 0)]`)."""
+        per_device = isinstance(cc, list)
+        #: compute capability per device, or None when every device has `cc`
+        self.ccs = [tuple(c) for c in cc] if per_device else None
+        self._cc = tuple(cc[0]) if per_device else cc
+        self.version, self.devices, self.name = version, devices, name
+        self.total_memory = total_memory
+        #: emulate cuda-bindings releases whose CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL says 0
+        self.pointer_ordinal_always_zero = False
+        cc = self._cc
         self.library = library
         #: what cuda.bindings.__version__ would say (default: the driver's own major version)
         self.bindings_version = bindings_version or f"{version // 1000}.0.0"
@@ -167,6 +179,8 @@ class FakeDriver:
         self.fail: dict = {}          # name -> CUresult it returns instead (a list: once each)
         self.jit_log = None           # set: cuModuleLoadDataEx fails with this error log
         self.memory: dict = {}        # base address -> np.uint8 buffer
+        self.memory_ctx: dict = {}    # base address -> the context current at its cuMemAlloc
+        self.freed_in: list = []      # (base address, the context current at its cuMemFree)
         self.foreign: dict = {}       # base address -> (device ordinal, nbytes): other GPUs' memory
         self._next = 0x7F00_0000_0000
         self.modules: dict = {}       # handle -> {entry: [(ptx_type, name), ...]}
@@ -185,10 +199,30 @@ class FakeDriver:
         self.fault = None             # ... and the exception that said why (FakeFault/MemoryFault)
         self.streams: set = {0}
         self.events: dict = {}        # handle -> the pending tag recorded, or None when reached
-        self.contexts = {0xC7000 + d for d in range(devices)}
+        self.contexts = {self.CONTEXT_BASE + d for d in range(devices)}
         self.primary_refs: dict = {}
         self._tls = threading.local()
         self.initialised = False
+
+    @property
+    def cc(self):
+        """The compute capability of the current context's device (what its JIT targets)."""
+        if self.ccs is None:
+            return self._cc
+        dev = self.device_of_context(self.current())
+        return self.ccs[dev if dev is not None else 0]
+
+    @cc.setter
+    def cc(self, value):
+        self._cc, self.ccs = value, None
+
+    def device_of_context(self, handle):
+        """The ordinal whose primary context `handle` is (None: not one of ours)."""
+        h = int(handle or 0)
+        return h - self.CONTEXT_BASE if h in self.contexts else None
+
+    def _name_of(self, dev):
+        return self.name[dev] if isinstance(self.name, list) else self.name
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def _call(self, name, *args):
@@ -293,18 +327,31 @@ class FakeDriver:
     def cuDeviceGetName(self, length, dev):
         e = self._call("cuDeviceGetName", length, dev)
         return (e, None) if e is not None else (
-            R.CUDA_SUCCESS, self.name.encode().ljust(length, b"\0"))
+            R.CUDA_SUCCESS, self._name_of(int(dev)).encode().ljust(length, b"\0"))
 
     def cuDeviceGetAttribute(self, attr, dev):
         e = self._call("cuDeviceGetAttribute", attr, dev)
-        return (e, None) if e is not None else (R.CUDA_SUCCESS, self.attrs[attr.name])
+        if e is not None:
+            return (e, None)
+        if self.ccs is not None and attr.name.startswith("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY"):
+            return (R.CUDA_SUCCESS, self.ccs[int(dev)][0 if attr.name.endswith("MAJOR") else 1])
+        return (R.CUDA_SUCCESS, self.attrs[attr.name])
+
+    def cuDeviceTotalMem(self, dev):
+        e = self._call("cuDeviceTotalMem", dev)
+        if e is None and not 0 <= int(dev) < self.devices:
+            e = R.CUDA_ERROR_INVALID_DEVICE
+        if e is not None:
+            return (e, None)
+        mem = self.total_memory
+        return (R.CUDA_SUCCESS, mem[int(dev)] if isinstance(mem, list) else mem)
 
     def cuDevicePrimaryCtxRetain(self, dev):
         e = self._call("cuDevicePrimaryCtxRetain", dev)
         if e is not None:
             return (e, None)
         self.primary_refs[dev] = self.primary_refs.get(dev, 0) + 1
-        return (R.CUDA_SUCCESS, _real.CUcontext(0xC7000 + dev))
+        return (R.CUDA_SUCCESS, _real.CUcontext(self.CONTEXT_BASE + dev))
 
     def cuDevicePrimaryCtxRelease(self, dev):
         e = self._call("cuDevicePrimaryCtxRelease", dev)
@@ -354,6 +401,13 @@ class FakeDriver:
         if not stack:
             return (R.CUDA_ERROR_INVALID_CONTEXT, None)
         return (R.CUDA_SUCCESS, _real.CUcontext(stack.pop()))
+
+    def cuCtxGetDevice(self):
+        e = self._call("cuCtxGetDevice")
+        if e is None and not self.current():
+            e = R.CUDA_ERROR_INVALID_CONTEXT
+        return (e, None) if e is not None else (
+            R.CUDA_SUCCESS, self.device_of_context(self.current()))
 
     def cuCtxSynchronize(self):
         e = self._call("cuCtxSynchronize")
@@ -450,6 +504,7 @@ class FakeDriver:
         base = self._next
         self._next += (n + 255) // 256 * 256 + 256
         self.memory[base] = np.full(n, 0xAB, np.uint8)      # garbage, like real memory
+        self.memory_ctx[base] = self.current()
         return (R.CUDA_SUCCESS, _real.CUdeviceptr(base))
 
     def cuMemFree(self, ptr):
@@ -459,6 +514,7 @@ class FakeDriver:
             if int(ptr) not in self.memory:
                 return (R.CUDA_ERROR_INVALID_VALUE,)
             del self.memory[int(ptr)]
+            self.freed_in.append((int(ptr), self.current()))
         return (e or R.CUDA_SUCCESS,)
 
     def _htod(self, dst, data):
@@ -510,15 +566,22 @@ class FakeDriver:
         if e is not None:
             return (e, None)
         p = int(ptr)
-        if attr != self.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        pa = self.CUpointer_attribute
+        if attr not in (pa.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, pa.CU_POINTER_ATTRIBUTE_CONTEXT):
             return (R.CUDA_ERROR_INVALID_VALUE, None)
+        owner = None                                        # the allocating context
         for base, (dev, n) in self.foreign.items():
             if base <= p < base + n:
-                return (R.CUDA_SUCCESS, dev)
+                owner = self.CONTEXT_BASE + dev             # another library's, same primary
         for base, buf in self.memory.items():
             if base <= p < base + len(buf):
-                return (R.CUDA_SUCCESS, 0)
-        return (R.CUDA_ERROR_INVALID_VALUE, None)           # not memory the driver knows
+                owner = self.memory_ctx.get(base, self.CONTEXT_BASE)
+        if owner is None:
+            return (R.CUDA_ERROR_INVALID_VALUE, None)       # not memory the driver knows
+        if attr == pa.CU_POINTER_ATTRIBUTE_CONTEXT:
+            return (R.CUDA_SUCCESS, _real.CUcontext(owner))
+        dev = owner - self.CONTEXT_BASE
+        return (R.CUDA_SUCCESS, 0 if self.pointer_ordinal_always_zero else dev)
 
     # -- streams and events --------------------------------------------------------------------------
     def cuStreamCreate(self, flags):

@@ -82,9 +82,9 @@ def test_packer_layout_is_computed_once_per_compiled_kernel(fake, monkeypatch):
     use_compiled(monkeypatch, ck)
     x = np.ones((2, 2), np.float32)
     mixed[1, 1](x, True, 1.0, 1, 1.0, 1, 1, 1, 1)
-    packer = ck.__dict__["_pyptx_gpu_launcher"].packer
+    packer = ck.__dict__["_pyptx_gpu_launchers"][0].packer
     mixed[1, 1](x, False, 2.0, 2, 2.0, 2, 2, 2, 2)
-    assert ck.__dict__["_pyptx_gpu_launcher"].packer is packer
+    assert ck.__dict__["_pyptx_gpu_launchers"][0].packer is packer
     assert fake.launches[1].params["n"] == 2 and fake.launches[1].params["flag"] == 0
 
 

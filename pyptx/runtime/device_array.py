@@ -20,9 +20,10 @@ class DeviceArray:
     """A C-contiguous array on the launch device.  Build it with `pyptx.to_device`."""
 
     __slots__ = ("shape", "dtype", "_host", "_ptr", "_nbytes", "__weakref__", "_finalizer",
-                 "_freed")
+                 "_freed", "_ctx", "_device")
 
-    def __init__(self, shape, dtype, *, host: np.ndarray | None = None, ptr: int = 0):
+    def __init__(self, shape, dtype, *, host: np.ndarray | None = None, ptr: int = 0,
+                 ctx=None):
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self._host = host              # CPU device: the private copy the executor works on
@@ -30,10 +31,15 @@ class DeviceArray:
         self._nbytes = self.size * self.dtype.itemsize
         self._finalizer = None
         self._freed = False
+        if host is None and ctx is None and ptr:
+            ctx = driver.context()
+        self._ctx = ctx                # GPU: the context (device) the memory belongs to
+        self._device = "cpu" if host is not None else (
+            ctx.ordinal if ctx is not None else driver.current_ordinal())
         if ptr:
-            # never raises, from whatever thread the garbage collector runs it in
-            self._finalizer = weakref.finalize(self, driver.release_quietly, ptr,
-                                               driver.context())
+            # never raises, from whatever thread the garbage collector runs it in; frees in
+            # the allocating context, whichever device the thread that runs it has selected
+            self._finalizer = weakref.finalize(self, driver.release_quietly, ptr, ctx)
 
     # -- numpy-like description --------------------------------------------------------------
     @property
@@ -56,6 +62,12 @@ class DeviceArray:
         return self._host is None
 
     @property
+    def device(self):
+        """Where the array lives: the ordinal (int) of its GPU, or the string "cpu" for an
+        array of the CPU executor (docs/launching.md, "Devices")."""
+        return self._device
+
+    @property
     def device_pointer(self) -> int:
         """The device address (GPU only)."""
         if self._host is not None:
@@ -68,7 +80,7 @@ class DeviceArray:
         return self.shape[0]
 
     def __repr__(self) -> str:
-        where = "cpu" if self._host is not None else "gpu"
+        where = "cpu" if self._host is not None else f"gpu {self._device}"
         return f"<pyptx.DeviceArray shape={self.shape} dtype={self.dtype} on {where}>"
 
     # -- transfers -----------------------------------------------------------------------------
@@ -89,7 +101,7 @@ class DeviceArray:
         if self._host is not None:
             np.copyto(out, self._host)
         elif self._nbytes:
-            driver.memcpy_dtoh(out.ctypes.data, self._ptr, self._nbytes)
+            driver.memcpy_dtoh(out.ctypes.data, self._ptr, self._nbytes, ctx=self._ctx)
         return out
 
     def copy_from_host(self, arr) -> None:
@@ -103,7 +115,7 @@ class DeviceArray:
         if self._host is not None:
             np.copyto(self._host, arr)
         elif self._nbytes:
-            driver.memcpy_htod(self._ptr, arr.ctypes.data, self._nbytes)
+            driver.memcpy_htod(self._ptr, arr.ctypes.data, self._nbytes, ctx=self._ctx)
 
     def free(self) -> None:
         """Release the device memory now (the object is unusable afterwards: launching with it
@@ -156,7 +168,7 @@ class DeviceArray:
         from . import dlpack
         if self._host is not None:
             return (dlpack.kDLCPU, 0)
-        return (dlpack.kDLCUDA, _ordinal())
+        return (dlpack.kDLCUDA, self._device)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """A DLPack capsule of this array (zero-copy unless `copy=True` or `dl_device` asks for
@@ -187,12 +199,12 @@ class DeviceArray:
             if self._ptr == 0 and self._nbytes:
                 raise BufferError("the DeviceArray was freed")
             if stream != -1:
-                driver.synchronize(api="DeviceArray.__dlpack__()")
+                driver.synchronize(ctx=self._ctx, api="DeviceArray.__dlpack__()")
         if self._host is not None:
             owner = self._host.copy() if copy else self
             data = (owner if copy else self._host).ctypes.data
         else:
-            owner = to_device(self.copy_to_host()) if copy else self
+            owner = _to_context(self.copy_to_host(), self._ctx) if copy else self
             data = owner._ptr
         return dlpack.export(owner, data, self.shape, self.dtype, here, versioned=versioned,
                              copied=bool(copy))
@@ -202,7 +214,8 @@ class _View(DeviceArray):
     """A DeviceArray sharing another one's memory (`reshape`, `a[i:j]`); frees nothing itself."""
 
     def __init__(self, shape, dtype, base: DeviceArray, *, host=None, offset: int = 0):
-        super().__init__(shape, dtype, host=host)
+        super().__init__(shape, dtype, host=host, ctx=base._ctx)
+        self._device = base._device
         self._ptr = base._ptr + offset if base._ptr else 0
         self._base = base            # keeps the owner (and its device memory) alive
 
@@ -233,16 +246,10 @@ def _reshaped(shape: tuple, new: tuple) -> tuple:
     return new
 
 
-def _ordinal() -> int:
-    try:
-        return driver.handle_int(driver.context().device)
-    except (TypeError, ValueError):
-        return 0
-
-
 def to_device(arr, dtype=None) -> DeviceArray:
-    """Copy a numpy array (or anything `np.asarray` takes) to the launch device.  Not allowed
-    inside `with pyptx.graph()` (an allocation and a synchronous copy)."""
+    """Copy a numpy array (or anything `np.asarray` takes) to the launch device (on a GPU: the
+    calling thread's current device, `pyptx.use_device`).  Not allowed inside
+    `with pyptx.graph()` (an allocation and a synchronous copy)."""
     capture_check("cuMemAlloc", "pyptx.to_device()")
     return _upload(np.ascontiguousarray(arr, dtype=dtype))
 
@@ -251,10 +258,14 @@ def _upload(host: np.ndarray) -> DeviceArray:
     from .launch import device
     if device() == "cpu":
         return DeviceArray(host.shape, host.dtype, host=host.copy())
-    ptr = driver.mem_alloc(host.nbytes) if host.nbytes else 0
-    out = DeviceArray(host.shape, host.dtype, ptr=ptr)
+    return _to_context(host, driver.context())
+
+
+def _to_context(host: np.ndarray, ctx) -> DeviceArray:
+    ptr = driver.mem_alloc(host.nbytes, ctx) if host.nbytes else 0
+    out = DeviceArray(host.shape, host.dtype, ptr=ptr, ctx=ctx)
     if host.nbytes:
-        driver.memcpy_htod(ptr, host.ctypes.data, host.nbytes)
+        driver.memcpy_htod(ptr, host.ctypes.data, host.nbytes, ctx=ctx)
     return out
 
 
@@ -272,7 +283,8 @@ def _empty(shape, dtype) -> DeviceArray:
     if device() == "cpu":
         return DeviceArray(shape, dt, host=np.zeros(shape, dt))
     n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-    return DeviceArray(shape, dt, ptr=driver.mem_alloc(n) if n else 0)
+    ctx = driver.context()
+    return DeviceArray(shape, dt, ptr=driver.mem_alloc(n, ctx) if n else 0, ctx=ctx)
 
 
 def result_empty(shape, dtype) -> DeviceArray:

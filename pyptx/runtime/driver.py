@@ -8,6 +8,10 @@ whole GPU path is testable without a GPU (`set_driver(fake)`).
 Nothing here runs at import time: `cuda.bindings.driver` is imported and `cuInit(0)` called on the
 first GPU use.  Every call that needs a context makes ours current for the calling thread first
 (`Context.enter`), so other threads, finalizers and other CUDA libraries are safe.
+
+Devices: one retained primary `Context` per device ordinal, created on first use.  Each thread
+has a current device (`select`, `pyptx.use_device`; a new thread starts on device 0, as with the
+CUDA runtime); `context()` is the current device's context.
 """
 from __future__ import annotations
 
@@ -24,7 +28,19 @@ STATIC_SHARED_LIMIT = 48 * 1024     # above this (static + dynamic) a function m
 
 _lock = threading.RLock()
 _injected = None                    # a test double installed by set_driver()
-_state: dict = {}                   # 'driver', 'ctx', 'error' (the DeviceError init raised)
+_state: dict = {}                   # 'driver', 'count', 'error' (the DeviceError init raised),
+                                    # ('ctx_error', ordinal): a context that could not be made
+_contexts: dict = {}                # device ordinal -> its Context
+
+
+class _Selection(threading.local):
+    """The calling thread's device: the class attribute (device 0) until the thread selects
+    another.  reset() replaces the object, putting every thread back on device 0."""
+    ordinal = 0
+
+
+_selected = _Selection()
+_epoch = [0]                        # bumped by reset(): keys of per-driver caches (devices.py)
 
 
 # ---- the driver object ------------------------------------------------------------------------
@@ -60,15 +76,19 @@ def set_driver(drv):
 
 
 def reset() -> None:
-    """Forget every per-process driver state (context, module cache, profile, device choice)."""
+    """Forget every per-process driver state (the contexts of every device with their module
+    caches, profiles, the device choice, and every thread's selected device)."""
+    global _selected
     with _lock:
-        ctx = _state.get("ctx")
-        if ctx is not None:
+        for ctx in _contexts.values():
             ctx.alive = False
+        _contexts.clear()
         _state.clear()
         _warned.clear()
         from . import device_array
         device_array._constants.clear()
+        _selected = _Selection()
+        _epoch[0] += 1
         from . import profile
         profile._profile_cache.clear()
         from . import launch
@@ -178,24 +198,37 @@ def _call_failed(e: Exception) -> DeviceError:
                        error_name="DRIVER_UNUSABLE")
 
 
-def context() -> "Context":
-    """The process's CUDA context (primary context of device 0), created on first use.
+# ---- the calling thread's device ---------------------------------------------------------------
 
-    Raises DeviceError saying why there is none (no driver, no device, init failure, a forked
-    child of a process that used CUDA); the failure is remembered so later calls are cheap."""
-    ctx = _state.get("ctx")
-    if ctx is not None:
-        return ctx
+def current_ordinal() -> int:
+    """The device ordinal the calling thread selected (0 unless `select` said otherwise)."""
+    return _selected.ordinal
+
+
+def select(ordinal: int) -> int:
+    """Make `ordinal` the calling thread's device (unchecked: callers validate); returns the
+    previous one."""
+    sel = _selected
+    prev = sel.ordinal
+    sel.ordinal = int(ordinal)
+    return prev
+
+
+def device_count() -> int:
+    """How many CUDA devices the driver reports (initialising it).  Raises DeviceError."""
+    count = _state.get("count")
+    if count is not None:
+        return count
     with _lock:
         if "error" in _state:
             raise _state["error"]
-        if "ctx" not in _state:
+        if "count" not in _state:
             try:
-                _state["ctx"] = _create_context()
+                _state["count"] = _init()
             except DeviceError as e:
                 _state["error"] = e
                 raise
-    return _state["ctx"]
+    return _state["count"]
 
 
 #: what to do about each way the driver can be unusable (DeviceError.error_name -> the fix)
@@ -284,7 +317,45 @@ def fallback_message(err: DeviceError) -> str:
 _warned: list = []                  # non-empty once the fallback warning was issued
 
 
-def _create_context() -> "Context":
+def context(ordinal: int | None = None) -> "Context":
+    """The primary context of `ordinal` (default: the calling thread's device), retained on
+    first use.
+
+    Raises DeviceError saying why there is none (no driver, no device, init failure, a forked
+    child of a process that used CUDA, an ordinal the driver does not have); failures are
+    remembered so later calls are cheap."""
+    if ordinal is None:
+        ordinal = current_ordinal()
+    ctx = _contexts.get(ordinal)
+    if ctx is not None:
+        return ctx
+    with _lock:
+        count = device_count()
+        ctx = _contexts.get(ordinal)
+        if ctx is not None:
+            return ctx
+        key = ("ctx_error", ordinal)
+        if key in _state:
+            raise _state[key]
+        if not 0 <= ordinal < count:
+            raise DeviceError(f"there is no CUDA device {ordinal}: the driver reports {count} "
+                              f"device{'s' if count != 1 else ''} (ordinals 0 to {count - 1})",
+                              error_name="CUDA_ERROR_INVALID_DEVICE")
+        try:
+            ctx = _contexts[ordinal] = Context(get_driver(), ordinal)
+        except DeviceError as e:
+            _state[key] = e
+            raise
+    return ctx
+
+
+def contexts() -> list:
+    """The contexts created so far (live ones), by ordinal."""
+    return [c for _o, c in sorted(_contexts.items())]
+
+
+def _init() -> int:
+    """Check the driver and bindings, cuInit, and return the number of devices (>= 1)."""
     drv = get_driver()
     version = driver_version()           # DeviceError "no CUDA driver" when libcuda is missing
     bv = bindings_version(drv)
@@ -306,17 +377,60 @@ def _create_context() -> "Context":
     if int(count) < 1:
         raise DeviceError(f"no CUDA device: the driver reports 0 devices; "
                           f"{fix_for('CUDA_ERROR_NO_DEVICE')}", error_name="CUDA_ERROR_NO_DEVICE")
-    return Context(drv, 0)
+    return int(count)
+
+
+def device_properties(ordinal: int) -> dict:
+    """name, compute capability and total memory of a device, straight from the driver (no
+    context is created).  Raises DeviceError."""
+    drv = get_driver()
+    dev = check(drv.cuDeviceGet(ordinal), "cuDeviceGet", drv)
+    raw = check(drv.cuDeviceGetName(256, dev), "cuDeviceGetName", drv)
+    if isinstance(raw, (bytes, bytearray)):
+        raw = bytes(raw).split(b"\0", 1)[0].decode(errors="replace")
+    cc = []
+    for what in ("MAJOR", "MINOR"):
+        attr = getattr(drv.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_{what}")
+        cc.append(int(check(drv.cuDeviceGetAttribute(attr, dev),
+                            f"cuDeviceGetAttribute(COMPUTE_CAPABILITY_{what})", drv)))
+    total = int(check(drv.cuDeviceTotalMem(dev), "cuDeviceTotalMem", drv))
+    return {"name": str(raw).strip(), "cc": tuple(cc), "total_memory": total}
+
+
+def ordinal_of_context(handle) -> int | None:
+    """The device of a CUDA context handle: a primary context pyptx retained is looked up;
+    another one is asked (pushed, cuCtxGetDevice, popped).  None when that fails."""
+    h = int(handle or 0)
+    if not h:
+        return None
+    for ctx in list(_contexts.values()):
+        if ctx.handle_int == h:
+            return ctx.ordinal
+    drv = get_driver()
+    get_device = getattr(drv, "cuCtxGetDevice", None)
+    if get_device is None:
+        return None
+    try:
+        if drv.cuCtxPushCurrent(handle)[0] != drv.CUresult.CUDA_SUCCESS:
+            return None
+    except Exception:  # noqa: BLE001 - a handle the driver refuses
+        return None
+    try:
+        res = get_device()
+        return int(res[1]) if res[0] == drv.CUresult.CUDA_SUCCESS else None
+    finally:
+        drv.cuCtxPopCurrent()
 
 
 def _after_fork_in_child() -> None:
     """CUDA cannot be used in a child forked after the parent initialised it: say so clearly
     (instead of CUDA_ERROR_INITIALIZATION_ERROR at some later call), and never free the
     parent's memory from the child."""
-    ctx = _state.get("ctx")
-    if ctx is None:
+    if not _contexts:
         return
-    ctx.alive = False
+    for ctx in _contexts.values():
+        ctx.alive = False
+    _contexts.clear()
     _state.clear()
     _state["error"] = DeviceError(
         "this process was forked after its parent used the GPU, and CUDA cannot be used in "
@@ -646,22 +760,27 @@ class ParamPacker:
 
 # ---- memory, streams, events ------------------------------------------------------------------
 
-def mem_alloc(nbytes: int) -> int:
-    """cuMemAlloc in the current context (DeviceError on failure)."""
-    ctx = context()
+def mem_alloc(nbytes: int, ctx: "Context | None" = None) -> int:
+    """cuMemAlloc in `ctx` (default: the calling thread's device's context); DeviceError on
+    failure."""
+    ctx = ctx or context()
     return handle_int(ctx.call(f"cuMemAlloc({nbytes})", ctx.drv.cuMemAlloc,
                                max(int(nbytes), 1)))
 
 
 def mem_free(ptr: int, ctx: "Context | None" = None) -> None:
-    """Free device memory; a no-op when `ctx` (the allocating context) is gone (reset, or this
-    is a forked child).  Raises DeviceError when the driver refuses."""
-    current = _state.get("ctx")
-    if current is None or not ptr or (ctx is not None and ctx is not current):
+    """Free device memory in `ctx`, the allocating context (None: the calling thread's
+    device's); a no-op when that context is gone (reset, or this is a forked child).  Raises
+    DeviceError when the driver refuses."""
+    if not ptr:
         return
-    if not current.alive or current.pid != os.getpid():
+    if ctx is None:
+        ctx = _contexts.get(current_ordinal())
+        if ctx is None:
+            return
+    if not ctx.alive or ctx.pid != os.getpid() or _contexts.get(ctx.ordinal) is not ctx:
         return
-    current.call("cuMemFree", current.drv.cuMemFree, ptr)
+    ctx.call("cuMemFree", ctx.drv.cuMemFree, ptr)
 
 
 def release_quietly(ptr: int, ctx: "Context | None") -> None:
@@ -680,9 +799,11 @@ def release_quietly(ptr: int, ctx: "Context | None") -> None:
         pass
 
 
-def memcpy_htod(dst: int, src_host: int, nbytes: int, stream=None) -> None:
-    """Host → device.  Without a stream: on the legacy default stream, finished on return."""
-    ctx = context()
+def memcpy_htod(dst: int, src_host: int, nbytes: int, stream=None,
+                ctx: "Context | None" = None) -> None:
+    """Host → device in `ctx` (default: the calling thread's device).  Without a stream: on the
+    legacy default stream, finished on return."""
+    ctx = ctx or context()
     drv = ctx.drv
     pushed = ctx.enter()
     try:
@@ -695,9 +816,11 @@ def memcpy_htod(dst: int, src_host: int, nbytes: int, stream=None) -> None:
         ctx.leave(pushed)
 
 
-def memcpy_dtoh(dst_host: int, src: int, nbytes: int, stream=None) -> None:
-    """Device → host.  Without a stream: waits for the legacy default stream, then copies."""
-    ctx = context()
+def memcpy_dtoh(dst_host: int, src: int, nbytes: int, stream=None,
+                ctx: "Context | None" = None) -> None:
+    """Device → host in `ctx` (default: the calling thread's device).  Without a stream: waits
+    for the legacy default stream, then copies."""
+    ctx = ctx or context()
     drv = ctx.drv
     pushed = ctx.enter()
     try:
@@ -712,12 +835,14 @@ def memcpy_dtoh(dst_host: int, src: int, nbytes: int, stream=None) -> None:
         ctx.leave(pushed)
 
 
-def synchronize(stream=None, api: str = "pyptx.synchronize()") -> None:
-    """Wait for `stream` (or, with None, the whole context); then run deferred releases.
-    Inside `with pyptx.graph()` a LaunchError (CUDA forbids synchronising there)."""
+def synchronize(stream=None, ctx: "Context | None" = None,
+                api: str = "pyptx.synchronize()") -> None:
+    """Wait for `stream` (or, with None, the whole context: `ctx`, default the calling
+    thread's device's); then run deferred releases.  Inside `with pyptx.graph()` a
+    LaunchError (CUDA forbids synchronising there)."""
     from .graph import check as capture_check
     capture_check("cuCtxSynchronize" if stream is None else "cuStreamSynchronize", api)
-    ctx = context()
+    ctx = ctx or context()
     drv = ctx.drv
     pushed = ctx.enter()
     try:
@@ -734,7 +859,7 @@ def _destroy(ctx: Context, fn_name: str, handle) -> None:
     """Finalizer of a Stream/Event: destroy the handle if its context still lives.  Never
     raises (it may run in any thread, or at interpreter exit)."""
     try:
-        if ctx.alive and _state.get("ctx") is ctx and ctx.pid == os.getpid():
+        if ctx.alive and _contexts.get(ctx.ordinal) is ctx and ctx.pid == os.getpid():
             ctx.call(fn_name, getattr(ctx.drv, fn_name), handle)
     except BaseException:  # noqa: BLE001
         pass
@@ -841,10 +966,12 @@ def exchange_capture_mode(mode):
 
 
 def free_cached_memory() -> None:
-    """Give the staging buffers the pool keeps (for numpy launch arguments) back to the driver."""
-    ctx = _state.get("ctx")
-    if ctx is None or not ctx.alive:
-        return
+    """Give the staging buffers the pools keep (for numpy launch arguments) back to the driver,
+    on every device."""
+    run_all([lambda c=c: _free_cached(c) for c in contexts() if c.alive])
+
+
+def _free_cached(ctx: Context) -> None:
     pushed = ctx.enter()
     try:
         ctx.reap(wait=True)

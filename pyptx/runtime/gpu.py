@@ -139,7 +139,7 @@ class GpuLauncher:
     def _load(self):
         check_ptx_version(self.ck.ptx)
         from .profile import gpu_profile
-        self.shared_limit = gpu_profile().max_shared_per_block_optin
+        self.shared_limit = gpu_profile(self.ctx).max_shared_per_block_optin
         fn = self.ctx.function(self.ck.ptx, self.ck.name)
         #: limits that a launch without dynamic shared memory must still check
         self.tight = fn.max_threads < 1024 or fn.static_shared > driver.STATIC_SHARED_LIMIT
@@ -294,12 +294,18 @@ class _Staging:
         driver.run_all(acts)
 
 
-def launcher_for(ck) -> GpuLauncher:
-    """The prepared launcher of `ck` in the current context (rebuilt after a driver reset)."""
-    ctx = driver.context()
-    lau = ck.__dict__.get("_pyptx_gpu_launcher")
+def launcher_for(ck, ctx=None) -> GpuLauncher:
+    """The prepared launcher of `ck` in `ctx` (default: the calling thread's device's context):
+    one per device, each with its own loaded function and limits (rebuilt after a driver
+    reset)."""
+    if ctx is None:
+        ctx = driver.context()
+    per_device = ck.__dict__.get("_pyptx_gpu_launchers")
+    if per_device is None:
+        per_device = ck.__dict__["_pyptx_gpu_launchers"] = {}
+    lau = per_device.get(ctx.ordinal)
     if lau is None or lau.ctx is not ctx:
-        lau = ck.__dict__["_pyptx_gpu_launcher"] = GpuLauncher(ck, ctx)
+        lau = per_device[ctx.ordinal] = GpuLauncher(ck, ctx)
     return lau
 
 
@@ -319,9 +325,9 @@ def bind_array(obj, writable: bool):
 
 
 def launch(compiled, grid, block, flat_args, shared_mem: int = 0, stream=None) -> None:
-    """Launch on the current GPU.  numpy arrays are copied in (all) and out (writable ones,
-    then the stream is synchronised); DeviceArrays, `__cuda_array_interface__` objects and
-    DLPack tensors are used in place.  `flat_args` may hold `ArrayArg`s or the values
+    """Launch on the calling thread's current GPU.  numpy arrays are copied in (all) and out
+    (writable ones, then the stream is synchronised); DeviceArrays, `__cuda_array_interface__`
+    objects and DLPack tensors are used in place.  `flat_args` may hold `ArrayArg`s or the values
     `bind_array` makes; it is not modified."""
     values = list(flat_args)
     launcher_for(compiled)(grid, block, values, int(shared_mem or 0),

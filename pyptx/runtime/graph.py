@@ -93,6 +93,7 @@ class Graph:
 
     def __init__(self):
         self._device = None
+        self._ctx = None              # GPU: the context (device) the graph was captured in
         self._records = []            # CPU: (plan, grid, block, flat, shared_mem)
         self._keep = []               # argument objects the recorded launches refer to
         self._arrays = []             # (kernel, parameter, DeviceArray) checked at launch
@@ -117,7 +118,7 @@ class Graph:
         self._device = device()
         if self._device == "gpu":
             from . import driver
-            ctx = driver.context()
+            ctx = self._ctx = driver.context()     # the device this thread launches on
             self._stream = driver.Stream(non_blocking=True)
             try:
                 ctx.call("cuStreamBeginCapture", ctx.drv.cuStreamBeginCapture,
@@ -156,8 +157,7 @@ class Graph:
     def _end_capture(self, quiet: bool) -> None:
         """cuStreamEndCapture (+ cuGraphInstantiate).  After an exception in the block the
         capture may be invalidated: end it without raising, so the user's error propagates."""
-        from . import driver
-        ctx = driver.context()
+        ctx = self._ctx
         drv = ctx.drv
         if quiet:
             pushed = ctx.enter()
@@ -234,7 +234,7 @@ class Graph:
         from . import checking
         chk = checking.current()          # a replay inside pyptx.sanitize/profile is checked
         if self._device == "gpu":
-            ctx = driver.context()
+            ctx = self._ctx
             run = lambda: ctx.call("cuGraphLaunch", ctx.drv.cuGraphLaunch,  # noqa: E731
                                    self._exec, hstream or 0)
             if chk is None:
@@ -265,8 +265,10 @@ class Graph:
         self._keep, self._owned, self._arrays = [], [], []
         if self._device != "gpu":
             return
-        from . import driver
-        ctx = driver.context()
+        ctx = self._ctx
+        if not ctx.alive:                 # driver reset or forked child: nothing to destroy
+            self._stream = None
+            return
         pushed = ctx.enter()
         try:
             # an executable graph still running is freed by the driver when it completes;

@@ -21,7 +21,8 @@ from ..errors import DeviceError, LaunchError
 from . import checking, profile
 from .envvars import env_reader
 from .device_array import DeviceArray
-from .driver import stream_handle
+from . import driver as _driver
+from .driver import current_ordinal, stream_handle
 
 _MAX_BLOCK = (1024, 1024, 64)
 _MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -154,14 +155,15 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
     hstream = None if stream is None else stream_handle(stream)   # LaunchError if malformed
     chk = checking.current()            # None unless pyptx.sanitize / pyptx.profile is on
     dev = "cpu" if chk is not None and chk.sanitizing else device()
+    where = dev if dev == "cpu" else _driver._selected.ordinal    # GPU plans are per device
     binder = kernel.__dict__.get("_pyptx_binder")
     if binder is None or binder.generation != _generation[0]:
         binder = kernel.__dict__["_pyptx_binder"] = _Binder(kernel)
     if stream is not None or _launch_state.__dict__:
         _launch_state.stream = stream      # the consumer stream a __dlpack__ argument is told
-    plan = binder.plans.get(dev) if not binder.dynamic and len(args) == binder.nargs else None
+    plan = binder.plans.get(where) if not binder.dynamic and len(args) == binder.nargs else None
     if plan is None:
-        plan = binder.plan(args, dev)
+        plan = binder.plan(args, dev, where)
     flat = []
     try:
         for pos, checker in plan.checkers:
@@ -247,7 +249,8 @@ _UNANNOTATED = T.ArrayType(T.i32, 99)
 
 class _Binder:
     """Per Kernel: which positional arguments there are, which are constexpr or inferred, and
-    the plans built so far (keyed by device and the launch-time types/values)."""
+    the plans built so far (keyed by device: 'cpu' or a GPU's ordinal, and the launch-time
+    types/values)."""
 
     def __init__(self, kernel):
         from ..compiler import resolve_param_types
@@ -264,20 +267,23 @@ class _Binder:
         self.plans: dict = {}
         self.generation = _generation[0]
 
-    def plan(self, args, dev) -> "_Plan":
+    def plan(self, args, dev, where=None) -> "_Plan":
+        """`where`: 'cpu' or the GPU ordinal the plan is for (default: the current one)."""
+        if where is None:
+            where = dev if dev == "cpu" else current_ordinal()
         if len(args) != self.nargs:
             self._count_error(args)
         if not self.dynamic:
-            plan = self.plans.get(dev)
+            plan = self.plans.get(where)
             if plan is None:
-                plan = self.plans[dev] = self._build(args, dev, {}, {})
+                plan = self.plans[where] = self._build(args, dev, {}, {})
             return plan
         cx, inferred = {}, {}
         for i in self.constexpr_pos:
             cx[self.names[i]] = _constexpr_value(self.names[i], args[i])
         for i in self.infer_pos:
             inferred[self.names[i]] = _infer_type(self.names[i], args[i])
-        key = (dev, tuple(cx.items()), tuple(inferred.items()))
+        key = (where, tuple(cx.items()), tuple(inferred.items()))
         plan = self.plans.get(key)
         if plan is None:
             plan = self.plans[key] = self._build(args, dev, cx, inferred)
@@ -296,7 +302,7 @@ class _Binder:
 
     def _build(self, args, dev, cx, inferred) -> "_Plan":
         from .. import compiler
-        arch = profile.current_arch() if dev == "gpu" else None
+        arch = profile.current_arch() if dev == "gpu" else None    # the current device's
         ck = compiler.compile_kernel(self.kernel, arch=arch, constexprs=cx or None,
                                      arg_types=inferred or None)
         return _Plan(ck, dev, [i for i in range(self.nargs) if i not in self.constexpr_pos],
@@ -356,7 +362,8 @@ def _scalar_of(name, dtype):
 # ---- the plan: one checker per argument --------------------------------------------------------
 
 class _Plan:
-    """Everything a launch of one CompiledKernel on one device needs, built once."""
+    """Everything a launch of one CompiledKernel on one device (the CPU executor or one GPU:
+    `ordinal`) needs, built once."""
 
     def __init__(self, ck, dev, positions, names, kname):
         sig = list(ck.signature)
@@ -367,7 +374,8 @@ class _Plan:
         array_arg = _cpu_array_arg() if dev == "cpu" else _gpu_array_arg()
         self.ck = ck
         self.launcher = None
-        self.checkers = [(pos, _checker(spec, dev, array_arg, kname))
+        self.ordinal = None if dev == "cpu" else current_ordinal()
+        self.checkers = [(pos, _checker(spec, dev, array_arg, kname, self.ordinal))
                          for pos, spec in zip(positions, sig)]
         flat_len = sum(1 + a.ndim if a.kind == "array" else 1 for a in sig)
         if flat_len != len(ck.params):
@@ -381,10 +389,11 @@ class _Plan:
             self.shared_limit = profile.CPU_MAX_SHARED
 
     def gpu_launcher(self):
-        """The GPU path's prepared launcher for this plan's kernel (current context), kept on
-        the plan (plans are dropped when the driver is reset)."""
+        """The GPU path's prepared launcher for this plan's kernel in its device's context,
+        kept on the plan (plans are dropped when the driver is reset)."""
+        from . import driver
         from .gpu import launcher_for
-        self.launcher = launcher_for(self.ck)
+        self.launcher = launcher_for(self.ck, driver.context(self.ordinal))
         return self.launcher
 
 
@@ -393,9 +402,9 @@ def _gpu_array_arg():
     return bind_array
 
 
-def _checker(spec, dev, array_arg, kname):
+def _checker(spec, dev, array_arg, kname, ordinal=None):
     if spec.kind == "array":
-        return _array_checker(spec, dev, array_arg, kname)
+        return _array_checker(spec, dev, array_arg, kname, ordinal)
     t = spec.dtype
     if t.is_bool:
         return _bool_checker(spec.name, kname)
@@ -408,7 +417,7 @@ def _describe_array(dtype, ndim) -> str:
     return f"{np.dtype(dtype).name} array with {ndim} dimension{'s' if ndim != 1 else ''}"
 
 
-def _array_checker(spec, dev, array_arg, kname):
+def _array_checker(spec, dev, array_arg, kname, ordinal=None):
     name, dt, nd, writable = spec.name, spec.dtype.dtype, spec.ndim, spec.writable
     expected = _describe_array(dt, nd)
     where = f" (launching {kname})"
@@ -417,6 +426,13 @@ def _array_checker(spec, dev, array_arg, kname):
     def fail(got):
         raise LaunchError(f"argument '{name}': expected {expected}, got {got}{where}")
 
+    def wrong_device(other, what=None):
+        what = what or f"is in the memory of CUDA device {other}"
+        raise LaunchError(f"argument '{name}' {what}, but this launch runs on CUDA device "
+                          f"{ordinal} (the calling thread's device, pyptx.use_device); launch "
+                          f"it inside `with pyptx.use_device({other}):` or copy the array to "
+                          f"device {ordinal} first{where}")
+
     def check(a, out):
         if gpu and type(a) is DeviceArray and a._host is None:    # the fast, common case
             shape = a.shape
@@ -424,6 +440,8 @@ def _array_checker(spec, dev, array_arg, kname):
                 fail(f"a DeviceArray of {_describe_array(a.dtype, len(shape))}")
             if a._freed:
                 fail("a DeviceArray that was freed (DeviceArray.free())")
+            if a._device != ordinal:
+                wrong_device(a._device)
             for s in shape:
                 if s >= _SHAPE_LIMIT:
                     fail(f"shape {shape}: every dimension must be below 2**31")
@@ -452,6 +470,8 @@ def _array_checker(spec, dev, array_arg, kname):
             elif not a.on_gpu:
                 fail("a DeviceArray made for the CPU executor, but launches run on the GPU")
             else:
+                if a._device != ordinal:
+                    wrong_device(a._device)
                 for s in shape:
                     if s >= _SHAPE_LIMIT:
                         fail(f"shape {shape}: every dimension must be below 2**31")
@@ -467,7 +487,7 @@ def _array_checker(spec, dev, array_arg, kname):
                     fail("a DLPack-only object inside a pyptx.graph() capture: exporting it "
                          "would synchronise, and a graph replays without it; pass a "
                          "DeviceArray or an object with __cuda_array_interface__")
-                a, shape = _dlpack_arg(a, dev, dt, nd, writable, fail)
+                a, shape = _dlpack_arg(a, dev, dt, nd, writable, fail, wrong_device)
                 for s in shape:
                     if s >= _SHAPE_LIMIT:
                         fail(f"shape {shape}: every dimension must be below 2**31")
@@ -487,7 +507,7 @@ def _array_checker(spec, dev, array_arg, kname):
             if cai.get("stream", None) == 0:
                 fail("a __cuda_array_interface__ with stream 0, which the interface (v3) "
                      "forbids: the producer must give 1, 2 or a stream handle")
-            _check_gpu_pointer(int(cai["data"][0]), fail)
+            _check_gpu_pointer(int(cai["data"][0]), fail, wrong_device, ordinal)
         for s in shape:
             if s >= _SHAPE_LIMIT:
                 fail(f"shape {shape}: every dimension must be below 2**31")
@@ -513,7 +533,7 @@ def _dlpack_stream():
     return h or 1
 
 
-def _dlpack_arg(a, dev, dt, nd, writable, fail):
+def _dlpack_arg(a, dev, dt, nd, writable, fail, wrong_device=None):
     """Consume `a.__dlpack__()` for an array parameter: (what the device launch takes, shape).
 
     GPU: an ImportedTensor whose `.data` the kernel gets (released by the GPU launcher once
@@ -525,13 +545,13 @@ def _dlpack_arg(a, dev, dt, nd, writable, fail):
     except Exception as e:  # noqa: BLE001
         fail(f"a DLPack object whose __dlpack_device__() failed ({e})")
     if dl_dev is not None:
-        _dlpack_device_check(dl_dev, dev, fail)
+        _dlpack_device_check(dl_dev, dev, fail, wrong_device)
     try:
         t = dlpack.import_object(a, stream=_dlpack_stream() if dev == "gpu" else None)
     except Exception as e:  # noqa: BLE001 - BufferError, TypeError, ... from the producer
         fail(f"a DLPack object whose __dlpack__() failed ({type(e).__name__}: {e})")
     try:
-        _dlpack_device_check(t.device, dev, fail)
+        _dlpack_device_check(t.device, dev, fail, wrong_device)
         if t.dtype != dt or t.ndim != nd:
             fail(f"a DLPack tensor of {t.describe_dtype()} with {t.ndim} "
                  f"dimension{'s' if t.ndim != 1 else ''}")
@@ -547,7 +567,7 @@ def _dlpack_arg(a, dev, dt, nd, writable, fail):
         raise
 
 
-def _dlpack_device_check(dl_dev, dev, fail):
+def _dlpack_device_check(dl_dev, dev, fail, wrong_device=None):
     from . import dlpack
     if dev == "cpu":
         if dl_dev[0] not in _DL_HOST:
@@ -555,30 +575,54 @@ def _dlpack_device_check(dl_dev, dev, fail):
                  f"CPU executor; copy it to host memory first (e.g. np.asarray(x.cpu()) or "
                  f"x.get()), or run on a GPU (PYPTX_DEVICE=gpu)")
         return
-    from .device_array import _ordinal
     if dl_dev[0] not in _DL_GPU:
         fail(f"a DLPack tensor on {dlpack.device_name(dl_dev)}, but launches run on the GPU; "
              f"move it to the GPU (pyptx.to_device(np.from_dlpack(x)), x.cuda(), ...) or pass "
              f"a numpy array (np.from_dlpack(x)) to have it copied in and out")
-    if dl_dev[1] != _ordinal():
+    ordinal = current_ordinal()
+    if dl_dev[1] != ordinal:
+        if wrong_device is not None:
+            wrong_device(dl_dev[1], f"is a DLPack tensor on {dlpack.device_name(dl_dev)} "
+                                    f"(CUDA device {dl_dev[1]})")
         fail(f"a DLPack tensor on {dlpack.device_name(dl_dev)}, but pyptx launches on CUDA "
-             f"device {_ordinal()}")
+             f"device {ordinal}")
 
 
-def _check_gpu_pointer(ptr: int, fail) -> None:
-    """A foreign device pointer must be memory of the device pyptx launches on."""
+def _check_gpu_pointer(ptr: int, fail, wrong_device=None, ordinal=None) -> None:
+    """A foreign device pointer must be memory of the device this launch runs on.
+
+    The owner is the pointer's context (CU_POINTER_ATTRIBUTE_CONTEXT: one of pyptx's primary
+    contexts, or another one whose device the driver tells), because some cuda-bindings
+    releases report CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL as 0 for every pointer; the ordinal
+    attribute decides only when the memory has no context (stream-ordered pools, VMM)."""
     if not ptr:
         return
     from . import driver
-    ctx = driver.context()
+    ctx = driver.context(ordinal)
     drv = ctx.drv
-    res = drv.cuPointerGetAttribute(drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                    ptr)
+    attrs = drv.CUpointer_attribute
+    res = drv.cuPointerGetAttribute(attrs.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
     if res[0] != ctx.success:
         fail(f"a GPU array whose address {ptr:#x} the CUDA driver does not know as device "
              f"memory ({driver.error_name(drv, res[0])})")
-    if int(res[1]) != ctx.ordinal:
-        fail(f"an array in the memory of CUDA device {int(res[1])}, but pyptx launches on "
+    owner = int(res[1])
+    cres = drv.cuPointerGetAttribute(attrs.CU_POINTER_ATTRIBUTE_CONTEXT, ptr)
+    handle = int(cres[1] or 0) if cres[0] == ctx.success else 0
+    if handle:
+        if handle == ctx.handle_int:
+            return                              # memory of this very context
+        of_ctx = driver.ordinal_of_context(cres[1])
+        if of_ctx is not None:
+            owner = of_ctx
+            if owner == ctx.ordinal:
+                fail(f"memory of another CUDA context on device {owner} (context "
+                     f"{handle:#x}, not the primary context pyptx launches in), which kernels "
+                     f"of this context cannot address; allocate it in the device's primary "
+                     f"context")
+    if owner != ctx.ordinal:
+        if wrong_device is not None:
+            wrong_device(owner)
+        fail(f"an array in the memory of CUDA device {owner}, but pyptx launches on "
              f"device {ctx.ordinal}; copy it to device {ctx.ordinal} first")
 
 

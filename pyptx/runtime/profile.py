@@ -40,7 +40,7 @@ def ptx_version_for_driver(driver_version: int) -> str:
 
 @dataclass(frozen=True)
 class GpuProfile:
-    """One GPU as pyptx sees it; built once per process from the driver's attributes."""
+    """One GPU as pyptx sees it; built once per device from the driver's attributes."""
     name: str
     cc: tuple
     arch: str
@@ -57,13 +57,15 @@ class GpuProfile:
         return f"{self.driver_version // 1000}.{(self.driver_version % 1000) // 10}"
 
 
-_profile_cache: dict = {}
+_profile_cache: dict = {}           # id(Context) -> GpuProfile (cleared by driver.reset)
 
 
-def gpu_profile() -> GpuProfile:
-    """The current GPU's profile.  Raises DeviceError (with the reason) when there is none."""
+def gpu_profile(ctx=None) -> GpuProfile:
+    """The profile of `ctx`'s GPU (default: the calling thread's current device).  Raises
+    DeviceError (with the reason) when there is none."""
     from . import driver
-    ctx = driver.context()          # raises DeviceError: no driver / no device / init failure
+    if ctx is None:
+        ctx = driver.context()      # raises DeviceError: no driver / no device / init failure
     hit = _profile_cache.get(id(ctx))
     if hit is not None:
         return hit
@@ -81,13 +83,13 @@ def gpu_profile() -> GpuProfile:
                       warp_size=a["warp_size"], driver_version=version,
                       max_ptx_version=ptx_version_for_driver(version),
                       max_threads_per_block=a["max_threads"])
-    _profile_cache.clear()
     _profile_cache[id(ctx)] = prof
     return prof
 
 
 def current_arch() -> str | None:
-    """The arch of the current GPU, or None when there is no usable GPU.  Never raises."""
+    """The arch of the calling thread's current GPU, or None when there is no usable GPU.
+    Never raises."""
     try:
         return gpu_profile().arch
     except Exception:  # noqa: BLE001 - any driver trouble means "no GPU" here
