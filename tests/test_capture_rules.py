@@ -427,3 +427,44 @@ def test_real_bindings_accept_every_capture_call_pyptx_makes(fake, monkeypatch):
         except Exception as err:  # noqa: BLE001
             bad.append(f"{name}{args!r}: {type(err).__name__}: {err}")
     assert not bad, "\n".join(bad)
+
+
+# ---- a decode step captured on the fake GPU, under the rules, checked against the CPU --------------
+
+def _decode_step_outputs(tokens=4):
+    """rmsnorm → rope → paged_kv_scatter → paged_attention → add on DeviceArrays, captured once
+    (first use inside the capture: modules load there) and replayed per token; the host writes
+    input, position, slot and length between replays, as examples/llama_decode.py does."""
+    import stdlib_kernels as sk
+    r = np.random.default_rng(5)
+    ps, heads, hd, pages = 4, 2, 16, 3
+    table = np.array([[2, 0, 1]], np.int32)
+    w = r.standard_normal(heads * hd).astype(np.float32)
+    kp = np.zeros((pages, heads, ps, hd), np.float32)
+    x_d, w_d = pyptx.to_device(np.zeros((1, heads * hd), np.float32)), pyptx.to_device(w)
+    pos_d, slot_d, len_d = (pyptx.to_device(np.zeros(1, np.int32)) for _ in range(3))
+    kp_d, vp_d, bt_d = pyptx.to_device(kp), pyptx.to_device(kp), pyptx.to_device(table)
+    with pyptx.graph() as g:
+        q = sk.rope(sk.rmsnorm(x_d, w_d).reshape(1, heads, hd), pos_d, layout="gptj")
+        sk.paged_kv_scatter(q, q, kp_d, vp_d, slot_d)
+        att = sk.paged_attention(q, kp_d, vp_d, bt_d, len_d)
+        out_d = sk.add(att.reshape(1, heads * hd), x_d)
+    outs = []
+    for t in range(tokens):
+        x_d.copy_from_host(r.standard_normal((1, heads * hd)).astype(np.float32))
+        pos_d.copy_from_host(np.array([t], np.int32))
+        slot_d.copy_from_host(np.array([table[0, t // ps] * ps + t % ps], np.int32))
+        len_d.copy_from_host(np.array([t + 1], np.int32))
+        g.launch()
+        outs.append(out_d.copy_to_host())
+    return g, np.stack(outs)
+
+
+def test_decode_step_captures_on_the_fake_gpu_and_matches_the_cpu_executor(fake, monkeypatch):
+    g, on_gpu = _decode_step_outputs()
+    assert g.launches == 5 and fake.violations == []
+    assert any(c[0] == "cuThreadExchangeStreamCaptureMode" for c in fake.calls)
+    assert np.isfinite(on_gpu).all()
+    monkeypatch.setenv("PYPTX_DEVICE", "cpu")
+    _, on_cpu = _decode_step_outputs()
+    np.testing.assert_array_equal(on_gpu, on_cpu)       # same PTX, same executor
