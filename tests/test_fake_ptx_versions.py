@@ -33,8 +33,15 @@ def test_the_table_is_nvidias():
     minimal = getattr(utils, "get_minimal_required_cuda_ver_from_ptx_ver", None)
     if minimal is None:
         pytest.skip("cuda.bindings has no get_minimal_required_cuda_ver_from_ptx_ver")
+    known = 0
     for (major, minor), first in PTX_ISA_RELEASES:
-        assert minimal(f"{major}.{minor}") == first, (major, minor)
+        try:
+            want = minimal(f"{major}.{minor}")
+        except ValueError:          # an older cuda-bindings (12.x) predates this ISA
+            continue
+        known += 1
+        assert want == first, (major, minor)
+    assert known >= 10
 
 
 @pytest.mark.parametrize("version", DRIVERS)
