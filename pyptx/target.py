@@ -45,6 +45,11 @@ def default_arch() -> str:
     return hit
 
 
+#: the pid of the process that called cuInit (here or in the runtime), or None: CUDA cannot be
+#: used in a child forked after that, whether or not a context was ever created
+CUDA_INITIALISED_IN: list = [None]
+
+
 def _gpu_may_exist() -> bool:
     """Cheap pre-check before importing the driver bindings (~30 ms): on Linux an NVIDIA driver
     always creates /dev/nvidiactl (WSL: /dev/dxg)."""
@@ -60,6 +65,7 @@ def _device0_arch() -> str | None:
         ok = drv.CUresult.CUDA_SUCCESS
         if drv.cuInit(0)[0] != ok:
             return None
+        CUDA_INITIALISED_IN[0] = os.getpid()      # a forked child must not use CUDA now
         err, dev = drv.cuDeviceGet(0)
         if err != ok:
             return None

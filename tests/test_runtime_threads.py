@@ -84,3 +84,38 @@ def test_internal_events_from_two_threads_are_distinct(fake):
         return ctx.event()
     errors, got = _race(take)
     assert errors == [] and len({int(e) for e in got}) == 2
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork")
+def test_child_forked_after_a_compile_time_cuinit_gets_the_clear_error(fake, monkeypatch):
+    """The compiler asks the driver for device 0's arch (pyptx/target.py: cuInit, no
+    context).  A child forked after that cannot use CUDA either: it must get the fork
+    message, not a generic init error at some later call."""
+    import os
+    import cuda.bindings.driver as real
+    from pyptx import target
+    ok = real.CUresult.CUDA_SUCCESS
+    a = real.CUdevice_attribute
+    monkeypatch.setattr(real, "cuInit", lambda flags: (ok,))
+    monkeypatch.setattr(real, "cuDeviceGet", lambda i: (ok, 0))
+    monkeypatch.setattr(real, "cuDeviceGetAttribute", lambda attr, d: (
+        ok, 8 if attr == a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR else 0))
+    assert target._device0_arch() == "sm_80"          # cuInit ran, no pyptx context exists
+    assert driver.contexts() == []
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            try:
+                driver.context()
+                msg = b"no error"
+            except Exception as e:  # noqa: BLE001
+                msg = str(e).encode()
+            os.write(w, msg)
+        finally:
+            os._exit(0)
+    os.close(w)
+    msg = os.read(r, 4096).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert "forked" in msg and "spawn" in msg

@@ -85,6 +85,8 @@ def reset() -> None:
         _contexts.clear()
         _state.clear()
         _warned.clear()
+        from ..target import CUDA_INITIALISED_IN
+        CUDA_INITIALISED_IN[0] = None
         from . import device_array
         device_array._constants.clear()
         _selected = _Selection()
@@ -369,6 +371,9 @@ def _init() -> int:
         res = drv.cuInit(0)
     except Exception as e:  # noqa: BLE001 - libcuda missing: DynamicLibNotFoundError, OSError
         raise _call_failed(e) from None
+    if res[0] == drv.CUresult.CUDA_SUCCESS:
+        from ..target import CUDA_INITIALISED_IN
+        CUDA_INITIALISED_IN[0] = os.getpid()
     if res[0] != drv.CUresult.CUDA_SUCCESS:
         name = error_name(drv, res[0])
         why = "no CUDA device" if name == "CUDA_ERROR_NO_DEVICE" else "the CUDA driver failed"
@@ -425,8 +430,11 @@ def ordinal_of_context(handle) -> int | None:
 def _after_fork_in_child() -> None:
     """CUDA cannot be used in a child forked after the parent initialised it: say so clearly
     (instead of CUDA_ERROR_INITIALIZATION_ERROR at some later call), and never free the
-    parent's memory from the child."""
-    if not _contexts:
+    parent's memory from the child.  cuInit alone (the compiler asks device 0's arch before any
+    context exists) is enough to make CUDA unusable in the child."""
+    from ..target import CUDA_INITIALISED_IN
+    initialised = CUDA_INITIALISED_IN[0] is not None or "count" in _state
+    if not _contexts and not initialised:
         return
     for ctx in _contexts.values():
         ctx.alive = False
