@@ -801,3 +801,18 @@ class FakeCompiler:
         if key not in self._cache:
             self._cache[key] = self.make(k, dict(constexprs or {}), dict(arg_types or {}))
         return self._cache[key]
+
+
+def on_fake_gpu(monkeypatch, fd):
+    """The body of a `fake` fixture: `fd` installed as the driver with PYPTX_DEVICE=gpu, the
+    previous driver restored afterwards (`yield from on_fake_gpu(monkeypatch, FakeDriver())`)."""
+    import gc
+
+    from pyptx.runtime import driver
+    monkeypatch.setenv("PYPTX_DEVICE", "gpu")
+    prev = driver.set_driver(fd)
+    try:
+        yield fd
+    finally:
+        gc.collect()
+        driver.set_driver(prev)

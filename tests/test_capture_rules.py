@@ -21,7 +21,7 @@ from pyptx import cuda, f32, i32
 from pyptx.runtime import capture_rules as CR
 from pyptx.runtime import driver
 
-from fake_driver import hand_compiled
+from fake_driver import hand_compiled, on_fake_gpu
 from fake_graph import GraphFakeDriver
 from test_driver_fake import SCALE, scale, scale_body, use_compiled
 
@@ -37,12 +37,7 @@ def cpu(monkeypatch):
 
 @pytest.fixture
 def fake(monkeypatch):
-    fd = GraphFakeDriver()
-    monkeypatch.setenv("PYPTX_DEVICE", "gpu")
-    prev = driver.set_driver(fd)
-    yield fd
-    gc.collect()
-    driver.set_driver(prev)
+    yield from on_fake_gpu(monkeypatch, GraphFakeDriver())
 
 
 @pyptx.kernel

@@ -43,20 +43,7 @@ def two(monkeypatch, restore_driver):
                    total_memory=[40 << 30, 80 << 30])
 
 
-@pyptx.kernel
-def scale(out: f32[:], x: f32[:], a: f32, n: i32):
-    pass
-
-
-SCALE = [("out", "array", f32, 1, True), ("x", "array", f32, 1, False),
-         ("a", "scalar", f32, 0, False), ("n", "scalar", i32, 0, False)]
-
-
-def scale_body(fake, launch):
-    p = launch.params
-    x = fake.view(p["x"], np.float32, p["x_shape0"])
-    out = fake.view(p["out"], np.float32, p["out_shape0"])
-    out[:] = x * np.float32(p["a"])
+from test_driver_fake import SCALE, scale, scale_body  # noqa: E402  (one definition)
 
 
 def use_scale(monkeypatch, fake):

@@ -14,19 +14,14 @@ from pyptx import bool_, f16, f32, f64, i8, i32, i64, u16, u64
 from pyptx.errors import DeviceError, LaunchError
 from pyptx.runtime import driver
 
-from fake_driver import FakeCompiler, FakeDriver, hand_compiled
+from fake_driver import FakeCompiler, FakeDriver, hand_compiled, on_fake_gpu
 
 rng = np.random.default_rng(99)
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    fd = FakeDriver()
-    monkeypatch.setenv("PYPTX_DEVICE", "gpu")
-    prev = driver.set_driver(fd)
-    yield fd
-    gc.collect()
-    driver.set_driver(prev)
+    yield from on_fake_gpu(monkeypatch, FakeDriver())
 
 
 def use_compiled(monkeypatch, *compiled):

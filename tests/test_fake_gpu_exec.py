@@ -4,7 +4,6 @@ PTX on the same executor), with DeviceArrays and with numpy arrays; a kernel fau
 CUDA_ERROR_ILLEGAL_ADDRESS at the next synchronising call, as on a GPU."""
 from __future__ import annotations
 
-import gc
 
 import numpy as np
 import pytest
@@ -16,19 +15,14 @@ from pyptx.errors import DeviceError, MemoryFault
 from pyptx.runtime import driver
 from stdlib_kernels import quant
 
-from fake_driver import FakeDriver
+from fake_driver import FakeDriver, on_fake_gpu
 
 rng = np.random.default_rng(77)
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    fd = FakeDriver()
-    monkeypatch.setenv("PYPTX_DEVICE", "gpu")
-    prev = driver.set_driver(fd)
-    yield fd
-    gc.collect()
-    driver.set_driver(prev)
+    yield from on_fake_gpu(monkeypatch, FakeDriver())
 
 
 def on_cpu(monkeypatch, fn):

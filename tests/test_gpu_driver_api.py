@@ -14,17 +14,12 @@ from pyptx import cuda, f32, i32
 from pyptx.errors import DeviceError
 from pyptx.runtime import driver
 
-from fake_driver import FakeDriver
+from fake_driver import FakeDriver, on_fake_gpu
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    fd = FakeDriver()
-    monkeypatch.setenv("PYPTX_DEVICE", "gpu")
-    prev = driver.set_driver(fd)
-    yield fd
-    gc.collect()
-    driver.set_driver(prev)
+    yield from on_fake_gpu(monkeypatch, FakeDriver())
 
 
 @pyptx.kernel

@@ -17,19 +17,14 @@ from pyptx import f32, i32
 from pyptx.errors import DeviceError, LaunchError
 from pyptx.runtime import driver
 
-from fake_driver import FakeCompiler, FakeDriver, hand_compiled
+from fake_driver import FakeCompiler, FakeDriver, hand_compiled, on_fake_gpu
 
 rng = np.random.default_rng(2024)
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    fd = FakeDriver()
-    monkeypatch.setenv("PYPTX_DEVICE", "gpu")
-    prev = driver.set_driver(fd)
-    yield fd
-    gc.collect()
-    driver.set_driver(prev)
+    yield from on_fake_gpu(monkeypatch, FakeDriver())
 
 
 @pyptx.kernel

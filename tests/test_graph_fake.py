@@ -2,7 +2,6 @@
 capture on a pyptx stream, instantiate, cuGraphLaunch; replays see new DeviceArray data."""
 from __future__ import annotations
 
-import gc
 
 import numpy as np
 import pytest
@@ -10,19 +9,14 @@ import pytest
 import pyptx
 from pyptx.runtime import driver
 
-from fake_driver import hand_compiled
+from fake_driver import hand_compiled, on_fake_gpu
 from fake_graph import GraphFakeDriver
 from test_driver_fake import SCALE, scale, scale_body, use_compiled
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    fd = GraphFakeDriver()
-    monkeypatch.setenv("PYPTX_DEVICE", "gpu")
-    prev = driver.set_driver(fd)
-    yield fd
-    gc.collect()
-    driver.set_driver(prev)
+    yield from on_fake_gpu(monkeypatch, GraphFakeDriver())
 
 
 def _names(fake, start=0):

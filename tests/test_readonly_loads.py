@@ -2,7 +2,6 @@
 which such an argument overlaps a written one runs the coherent (plain `ld.global`) PTX."""
 from __future__ import annotations
 
-import gc
 import re
 
 import numpy as np
@@ -11,10 +10,9 @@ import pytest
 import pyptx
 import pyptx.compiler as pyptx_compiler
 from pyptx import f32, i32, u32
-from pyptx.runtime import driver
 from pyptx.runtime.readonly import coherent_ptx, readonly_aliases_written, uses_nc
 
-from fake_driver import FakeCompiler, FakeDriver, hand_compiled
+from fake_driver import FakeCompiler, FakeDriver, hand_compiled, on_fake_gpu
 
 RNG = np.random.default_rng(11)
 
@@ -86,12 +84,7 @@ def test_readonly_aliases_written(spans, expected):
 
 @pytest.fixture
 def fake(monkeypatch):
-    fd = FakeDriver()
-    monkeypatch.setenv("PYPTX_DEVICE", "gpu")
-    prev = driver.set_driver(fd)
-    yield fd
-    gc.collect()
-    driver.set_driver(prev)
+    yield from on_fake_gpu(monkeypatch, FakeDriver())
 
 
 @pyptx.kernel

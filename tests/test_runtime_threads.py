@@ -3,25 +3,18 @@ lists and the context's idle internal events.  Each test forces the interleaving
 break (two threads both see one idle entry, both pop it) with a barrier inside the list."""
 from __future__ import annotations
 
-import gc
 import threading
 
-import numpy as np
 import pytest
 
 from pyptx.runtime import driver
 
-from fake_driver import FakeDriver
+from fake_driver import FakeDriver, on_fake_gpu
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    fd = FakeDriver()
-    monkeypatch.setenv("PYPTX_DEVICE", "gpu")
-    prev = driver.set_driver(fd)
-    yield fd
-    gc.collect()
-    driver.set_driver(prev)
+    yield from on_fake_gpu(monkeypatch, FakeDriver())
 
 
 class RacyList(list):
