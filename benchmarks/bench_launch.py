@@ -93,7 +93,7 @@ def fake_main(n: int) -> int:
     (fn,) = [f for (ptx, entry), f in ctx.functions.items()]
     import ctypes
     import struct
-    buf = ctypes.create_string_buffer(struct.pack("<QiQifi", out.device_pointer, n_el,
+    buf = ctypes.create_string_buffer(struct.pack("<Qi4xQifi", out.device_pointer, n_el,
                                                   x.device_pointer, n_el, 2.0, n_el))
     offs = [0, 8, 16, 24, 28, 32]
     ptrs = (ctypes.c_void_p * 6)(*[ctypes.addressof(buf) + o for o in offs])
@@ -134,6 +134,8 @@ def main() -> int:
     ap.add_argument("--launches", type=int, default=20000)
     ap.add_argument("--fake", action="store_true",
                     help="measure pyptx's host time against the fake driver (no GPU needed)")
+    ap.add_argument("--profile", action="store_true",
+                    help="on a GPU: also print a cProfile of pyptx's launches (top 18 by own time)")
     args = ap.parse_args()
     if args.fake:
         return fake_main(args.launches)
@@ -153,7 +155,39 @@ def main() -> int:
     name, theirs = peer(x_host, n_el, args.launches)
     print(f"pyptx: {ours:.2f} µs/launch   {name}: {theirs:.2f} µs/launch   "
           f"ratio {theirs / ours:.2f}   (target <= 6 µs: {'met' if ours <= 6 else 'NOT met'})")
+    floor = per_launch_us(direct_launch(out, x, n_el), driver.synchronize, args.launches)
+    print(f"cuLaunchKernel through cuda.bindings with prepacked parameters: {floor:.2f} µs/launch "
+          f"(the floor of any Python launcher on these bindings; pyptx adds {ours - floor:.2f} µs)")
+    if args.profile:
+        import cProfile
+        import pstats
+        prof = cProfile.Profile()
+        prof.runcall(per_launch_us, lambda: launch(out, x, 2.0, n_el), driver.synchronize,
+                     args.launches)
+        pstats.Stats(prof).sort_stats("tottime").print_stats(18)
     return 0
+
+
+def direct_launch(out, x, n_el: int):
+    """A thunk calling cuda.bindings' cuLaunchKernel on affine's loaded function with a
+    parameter block packed once (the layout of affine's .param list: out, its extent, x, its
+    extent, a, n)."""
+    import ctypes
+    import struct
+    from pyptx.runtime import driver
+    ctx = driver.context()
+    (fn,) = [f for (_ptx, entry), f in ctx.functions.items() if entry == "affine"]
+    buf = ctypes.create_string_buffer(struct.pack("<Qi4xQifi", out.device_pointer, n_el,
+                                                  x.device_pointer, n_el, 2.0, n_el))
+    ptrs = (ctypes.c_void_p * 6)(*[ctypes.addressof(buf) + o for o in (0, 8, 16, 24, 28, 32)])
+    addr = ctypes.addressof(ptrs)
+    drv = ctx.drv
+    ctx.enter()
+
+    def direct():
+        drv.cuLaunchKernel(fn.handle, 4, 1, 1, 256, 1, 1, 0, 0, addr, 0)
+    direct.keep = (buf, ptrs)
+    return direct
 
 
 if __name__ == "__main__":

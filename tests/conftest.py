@@ -66,6 +66,9 @@ def assemble_all(ptxs) -> list[str]:
         _assembled[key] = fut.result()
     errors = []
     for ptx in ptxs:
+        if not ptx.isascii():        # ptxas 13.5 lets it pass, 13.0 and the 580 driver's JIT don't
+            bad = next(n for n, line in enumerate(ptx.splitlines(), 1) if not line.isascii())
+            errors.append(f"PTX is not ASCII (line {bad}): {ptx.splitlines()[bad - 1]!r}")
         for arch in _archs_for(ptx):
             err = _assembled[hashlib.sha256((arch + "\0" + ptx).encode()).hexdigest()]
             if err:
@@ -115,6 +118,13 @@ def gpu_present() -> bool:
         return current_arch() is not None
     except Exception:  # noqa: BLE001
         return False
+
+
+def default_arch() -> str:
+    """What `arch=None` means: the current GPU's arch, else sm_80 (checked where the default
+    matters; on a GPU machine it is not sm_80)."""
+    from pyptx.runtime.profile import current_arch
+    return (current_arch() if gpu_present() else None) or "sm_80"
 
 
 #: the devices semantic tests run on: the CPU executor always, the GPU where there is one

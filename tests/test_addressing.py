@@ -83,7 +83,7 @@ def test_constant_offsets_global_and_shared_match_numpy(bits):
     assert not any(i.startswith("mul.lo.s64") for i in ins)
 
 
-def test_negative_index_with_folded_offset_still_faults(bits):
+def test_negative_index_with_folded_offset_still_faults(bits, cpu_device):
     x = RNG.standard_normal((32, 50)).astype(np.float32)
     out = np.full((32, 48), np.nan, np.float32)
     # shift 0: thread (0, 0) of block (0, 0) reads x[0, -1], before x's buffer
@@ -112,7 +112,7 @@ def test_shared_negative_intermediate_index(bits, j0):
     np.testing.assert_array_equal(out, x[j0 + 1:j0 + 64] * np.float32(3))
 
 
-def test_shared_out_of_bounds_faults(bits):
+def test_shared_out_of_bounds_faults(bits, cpu_device):
     x = RNG.standard_normal(64).astype(np.float32)
     out = np.full(64, np.nan, np.float32)
     k = _fresh(_shared_shift)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import default_arch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -45,7 +46,7 @@ def test_compile_prints_ptx_and_writes_file(kfile, tmp_path):
     out = tmp_path / "scale.ptx"
     r2 = run("compile", f"{kfile}:scale", "-D", "K=3", "-o", str(out))
     assert r2.returncode == 0 and r2.stdout == ""
-    assert ".target sm_80" in out.read_text()
+    assert f".target {default_arch()}" in out.read_text()
 
 
 def test_compile_ir_flag(kfile):
@@ -69,7 +70,7 @@ def test_check_assembles_and_reports(kfile, tmp_path):
     assert run("compile", f"{kfile}:scale", "-D", "K=3", "-o", str(out)).returncode == 0
     r = run("check", str(out))
     assert r.returncode == 0, r.stderr
-    assert "OK for sm_80" in r.stdout and "registers" in r.stdout and "spill_stores" in r.stdout
+    assert f"OK for {default_arch()}" in r.stdout and "registers" in r.stdout and "spill_stores" in r.stdout
     bad = tmp_path / "bad.ptx"
     bad.write_text(out.read_text().replace("ret;", "bogus.instruction;"))
     r = run("check", str(bad))

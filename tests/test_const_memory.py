@@ -63,7 +63,7 @@ def test_ptx_has_one_const_array_per_table_and_reads_ld_const():
     np.testing.assert_array_equal(out, TAPS[i % 7] + TAPS[(i + 1) % 7])
 
 
-def test_reading_past_a_const_table_faults():
+def test_reading_past_a_const_table_faults(cpu_device):
     @pyptx.kernel
     def k(out: f32[:], j: i32):
         out[0] = pyptx.const_array(TAPS)[j]

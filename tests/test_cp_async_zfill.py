@@ -63,12 +63,21 @@ def test_unread_bytes_past_the_end_do_not_fault(nbytes):
     zfill_bytes[1, threads](out, x, sb, nbytes)
     padded = np.concatenate([x, np.zeros(threads * nbytes - n, np.uint8)])
     np.testing.assert_array_equal(out, _expected(padded, sb, nbytes))
+
+
+@pytest.mark.parametrize("nbytes", [4, 8, 16])
+def test_one_byte_past_the_end_faults_on_the_executor(nbytes, cpu_device):
+    threads = 40
+    n = 30 * nbytes + nbytes // 2
+    x = rng.integers(1, 256, n, dtype=np.uint8)
+    sb = np.clip(n - np.arange(threads) * nbytes, 0, nbytes).astype(np.int32)
+    out = np.full(threads * nbytes, 0x5A, np.uint8)
     sb[30] += 1                                          # one byte past the end is read
     with pytest.raises(pyptx.MemoryFault, match="past the end of parameter 'x'"):
         zfill_bytes[1, threads](out, x, sb, nbytes)
 
 
-def test_src_bytes_larger_than_nbytes_is_a_launch_error():
+def test_src_bytes_larger_than_nbytes_is_a_launch_error(cpu_device):
     x = rng.integers(1, 256, 64 * 8, dtype=np.uint8)
     sb = np.full(64, 8, np.int32)
     sb[5] = 9

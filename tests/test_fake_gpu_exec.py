@@ -193,6 +193,11 @@ def test_out_of_bounds_surfaces_at_the_next_synchronising_call(fake):
         driver.synchronize()
     assert ei.value.error_name == "CUDA_ERROR_ILLEGAL_ADDRESS"
     assert "out-of-bounds global access in kernel 'poke'" in str(ei.value)
+    # what pyptx adds to the driver's text: the likely kernel, the lost context, the way out
+    msg = str(ei.value)
+    assert "kernel 'poke' (the last one launched" in msg
+    assert "context is now lost" in msg and "restart the process" in msg
+    assert "PYPTX_DEVICE=cpu" in msg
     assert isinstance(fake.fault, MemoryFault)
     with pytest.raises(DeviceError, match="ILLEGAL_ADDRESS"):
         out.copy_to_host()                               # the context stays broken
@@ -206,4 +211,13 @@ def test_out_of_bounds_with_numpy_arguments_fails_the_launch(fake):
     with pytest.raises(DeviceError) as ei:
         poke[1, 32](out, 1 << 22)
     assert ei.value.error_name == "CUDA_ERROR_ILLEGAL_ADDRESS"
+    assert "kernel 'poke' (the last one launched" in str(ei.value)   # a later call saw it
     assert (out == 0).all()
+
+
+def test_errors_that_leave_the_context_usable_keep_the_drivers_text():
+    from pyptx.runtime.gpu_faults import explain
+    assert explain("cuMemAlloc", "CUDA_ERROR_OUT_OF_MEMORY", "out of memory") == \
+        "cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory)"
+    assert "restart the process" in explain("cuCtxSynchronize", "CUDA_ERROR_MISALIGNED_ADDRESS",
+                                            "")

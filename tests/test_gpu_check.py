@@ -22,6 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import gpu_check as gc  # noqa: E402
 from benchmarks import gpu_timings as gt  # noqa: E402
+import numpy as np  # noqa: E402
+import pyptx  # noqa: E402
 from pyptx.runtime import driver  # noqa: E402
 
 PY = sys.executable
@@ -375,3 +377,22 @@ def test_logs_go_where_asked_and_into_one_tarball(tmp_path):
         "gpu_check.json", "gpu_check.md", "gpu_check_logs.tar.gz"]
     with tarfile.open(tmp_path / "out" / "gpu_check_logs.tar.gz") as tar:
         assert tar.extractfile("logs/a.out").read() == b"hello\n"
+
+
+def test_bench_launch_direct_floor_launches_the_same_kernel(monkeypatch):
+    """bench_launch's floor (cuLaunchKernel on a parameter block packed by hand) must launch
+    affine with the arguments pyptx would pass: the fake runs it and the result is checked."""
+    from fake_driver import FakeDriver
+    from benchmarks.bench_launch import affine, direct_launch
+    monkeypatch.setenv("PYPTX_DEVICE", "gpu")
+    prev = driver.set_driver(FakeDriver(run_ptxas=False))
+    try:
+        x_h = np.arange(1024, dtype=np.float32)
+        x = pyptx.to_device(x_h)
+        out = pyptx.to_device(np.zeros_like(x_h))
+        affine[4, 256](out, x, 3.0, 1024)                  # loads the module
+        direct = direct_launch(out, x, 1024)               # a = 2.0, packed by hand
+        direct()
+        np.testing.assert_array_equal(out.copy_to_host(), 2 * x_h + 1)
+    finally:
+        driver.set_driver(prev)

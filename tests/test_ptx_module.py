@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 import pytest
 from ptx_ir_helpers import FnBuilder
 
@@ -171,3 +173,26 @@ def test_min_arch_attribute_is_enforced():
     with pytest.raises(CompileError, match="sm_80"):
         emit(fn, "sm_75")
     assert emit(fn, "sm_80").version == "7.0"
+
+
+def test_non_ascii_source_gives_ascii_ptx():
+    """ptxas 13.0 and the CUDA 13.0 driver's JIT reject a non-ASCII byte anywhere, comments
+    included (found on an H100: the RoPE kernel's `# cos θ_i` comment); names and comments
+    are spelled in ASCII."""
+    import pyptx
+    from pyptx import f32
+
+    @pyptx.kernel
+    def ker_θ(out: f32[:], x: f32[:]):
+        i = pyptx.grid(1)   # α·β
+        if i < out.shape[0]:
+            β = x[i] * 2.0
+            out[i] = β
+
+    ptx = pyptx.compile(ker_θ, arch="sm_80").ptx
+    assert ptx.isascii()
+    assert "# \\u03b1\\xb7\\u03b2" in ptx              # the comment survives, escaped
+    x = np.arange(5, dtype=np.float32)
+    out = np.zeros_like(x)
+    ker_θ[1, 32](out, x)
+    np.testing.assert_array_equal(out, 2 * x)

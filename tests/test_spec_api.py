@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import default_arch
 
 import pyptx
 from pyptx import compiler
@@ -148,7 +149,7 @@ def test_kernel_and_func_objects(mod):
 def test_compiled_kernel_fields(mod):
     ck = pyptx.compile(mod.plain, signature="f32[:], f32[:], i32")
     assert isinstance(ck, pyptx.CompiledKernel)
-    assert ck.name == "plain" and ck.arch == "sm_80"
+    assert ck.name == "plain" and ck.arch == default_arch()
     assert len(re.findall(r"\.visible\s+\.entry", ck.ptx)) == 1
     assert re.search(r"\.visible\s+\.entry\s+plain\s*\(", ck.ptx)
     assert isinstance(ck.ir, str) and ck.ir
@@ -523,7 +524,7 @@ def test_cli_compile_flags(tmp_path):
     assert r.returncode == 0 and ".visible" not in r.stdout and r.stdout.strip()
     o = tmp_path / "out.ptx"
     r = _cli("compile", f"{f}:k", "-DA=1", "-DB=1.0", "-DC=1", "-o", str(o))
-    assert r.returncode == 0 and r.stdout == "" and ".target sm_80" in o.read_text()
+    assert r.returncode == 0 and r.stdout == "" and f".target {default_arch()}" in o.read_text()
     r2 = _cli("check", str(o))
     assert r2.returncode == 0 and "registers" in r2.stdout
     r3 = _cli("compile", f"{f}:k", "-D", "A=3")           # B, C missing → a CompileError

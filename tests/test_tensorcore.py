@@ -313,7 +313,7 @@ def cp_async_at(out: f32[:], x: f32[:], off: i32):
     out[t] = s[4 * t]
 
 
-def test_cp_async_memcheck():
+def test_cp_async_memcheck(cpu_device):
     x = rng.standard_normal(68).astype(np.float32)
     out = np.full(16, np.nan, np.float32)
     cp_async_at[1, 16](out, x, 0)
@@ -324,7 +324,7 @@ def test_cp_async_memcheck():
         cp_async_at[1, 16](out, x, 8)           # the last thread reads past the end of x
 
 
-def test_mma_needs_a_whole_warp():
+def test_mma_needs_a_whole_warp(cpu_device):
     out = np.zeros((32, 4), np.float32)
     a = np.zeros((32, 4), np.uint32)
     with pytest.raises(pyptx.LaunchError, match="32 lanes"):
@@ -406,7 +406,7 @@ def ldmatrix_at(out: u32[:], m: u16[:], row: i32):
     out[l] = r[0] ^ r[1]
 
 
-def test_ldmatrix_memcheck():
+def test_ldmatrix_memcheck(cpu_device):
     m = rng.integers(0, 2**16, 128, dtype=np.uint16)
     out = np.zeros(32, np.uint32)
     ldmatrix_at[1, 32](out, m, 0)

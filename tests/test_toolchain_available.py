@@ -22,7 +22,7 @@ def test_the_suite_assembles_what_it_emits():
         pytest.skip("no ptxas (test_ptxas_is_available fails for this)")
     from kernel_factory import make_kernel
     k = make_kernel("import pyptx\nfrom pyptx import f32\ndef k(o: f32[:]):\n    o[0] = 1.0\n")
-    good = pyptx.compile(k).ptx
+    good = pyptx.compile(k, arch="sm_80").ptx
     assert assemble_all([good]) == []
     errors = assemble_all([good.replace("ret;", "not_an_instruction;")])
     assert len(errors) == 2 and "sm_80" in errors[0] and "sm_90" in errors[1]

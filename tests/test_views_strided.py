@@ -179,7 +179,7 @@ def test_shared_memory_column():
     np.testing.assert_allclose(out, x[1::3].sum(0), rtol=1e-6)
 
 
-def test_out_of_bounds_through_a_column_faults():
+def test_out_of_bounds_through_a_column_faults(cpu_device):
     @pyptx.kernel
     def k(out: f32[:], m: f32[:, :], n: i32):
         col = m[:, 1]

@@ -13,7 +13,7 @@ from ..ir.core import Const, Function, Instr
 from ..types import PtrType
 from . import tables as tb
 from .copies import sequentialize
-from .names import Namer, immediate
+from .names import Namer, ascii_text, immediate
 
 #: op -> lowering function(em, instr); filled by the lower_* modules
 LOWERINGS: dict = {}
@@ -141,7 +141,7 @@ class FunctionEmitter:
                 if self.line_comments and ins.loc and ins.loc[0] != cur_line:
                     cur_line = ins.loc[0]
                     text = source_lines.get(cur_line) or source_lines.get(str(cur_line)) or ""
-                    out.append(f"\t// line {cur_line}: {text.strip()}")
+                    out.append(f"\t// line {cur_line}: {ascii_text(text.strip())}")
                 op = ins.op
                 if op == "br" or op == "cbr":
                     self._branch(ins, nxt)

@@ -20,6 +20,12 @@ RESERVED = frozenset({"vprintf", "param0", "param1", "retval0", "__dynamic_share
                       "__pyptx_printf_buf"})
 
 
+def ascii_text(text: str) -> str:
+    """`text` for a PTX comment: PTX source must be ASCII (ptxas 13.0 and the 580 driver's JIT
+    reject any other byte, even inside a comment), so other characters become \\u escapes."""
+    return text if text.isascii() else text.encode("ascii", "backslashreplace").decode("ascii")
+
+
 class Namer:
     """Hands out unique, valid PTX identifiers for user-chosen names (deterministically)."""
 

@@ -22,6 +22,7 @@ import threading
 import weakref
 
 from ..errors import DeviceError, LaunchError
+from . import gpu_faults
 
 JIT_LOG_BYTES = 16 * 1024
 STATIC_SHARED_LIMIT = 48 * 1024     # above this (static + dynamic) a function must opt in
@@ -157,8 +158,7 @@ def check(res, what: str, drv=None):
     err = res[0]
     if err != drv.CUresult.CUDA_SUCCESS:
         name = error_name(drv, err)
-        desc = _error_string(drv, err)
-        raise DeviceError(f"{what} failed: {name}" + (f" ({desc})" if desc else ""),
+        raise DeviceError(gpu_faults.explain(what, name, _error_string(drv, err)),
                           error_name=name)
     if len(res) == 1:
         return None
@@ -715,6 +715,7 @@ class Function:
                                  block[2], shared_mem, stream, params_address, 0)
         if res[0] != self.ctx.success:
             check(res, f"cuLaunchKernel({self.entry})", drv)
+        gpu_faults.last_kernel[0] = self.entry
 
 
 # ---- kernel parameter packing -----------------------------------------------------------------

@@ -17,6 +17,7 @@ import numpy as np
 from . import driver, readonly
 from ..errors import DeviceError, LaunchError
 from .dlpack import ImportedTensor
+from .gpu_faults import last_kernel
 
 
 class ArrayArg:
@@ -185,6 +186,7 @@ class GpuLauncher:
                                          self.packer.pack(values), 0)
                 if res[0] != ctx.success:
                     driver.check(res, f"cuLaunchKernel({fn.entry})", ctx.drv)
+                last_kernel[0] = fn.entry
                 return
             staged = _Staging(ctx, hstream)
             try:
