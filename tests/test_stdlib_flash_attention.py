@@ -1,5 +1,5 @@
-"""flash_attention against a float64 reference: f32 (SIMT) within 1e-4, f16 within 2e-3 and bf16
-within 1.5e-2 (tensor cores); causal and not, batch, grouped-query K/V, seq_q < seq_k (mask
+"""flash_attention against a float64 reference, within the error bound derived in `error_bound`
+(f32 SIMT, f16 and bf16 tensor cores); causal and not, batch, grouped-query K/V, seq_q < seq_k (mask
 aligned to the end), lengths that are not multiples of the tiles, head_dim 64 and 128."""
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from stdlib_kernels.flash_attention import (BQ, LOG2E, SIMT_WARPS, TC_THREADS,
                                             flash_attention_tc_kernel)
 
 rng = np.random.default_rng(4242)
-TOL = {"f32": 1e-4, "f16": 2e-3, "bf16": 1.5e-2}
 
 
 def reference(q, k, v, causal, scale=None):
@@ -30,6 +29,68 @@ def reference(q, k, v, causal, scale=None):
         s = s - s.max(-1, keepdims=True)
         p = np.exp(s)
         return (p / p.sum(-1, keepdims=True)) @ v
+
+
+#: unit roundoff of the storage type (of the inputs, of P before the tensor-core P·V, of the output)
+UNIT = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
+
+
+def error_bound(q, k, v, causal, scale=None, kind="f16"):
+    """(float64 reference, per-element bound on |out - reference|): the error analysis behind
+    every tolerance of the attention tests (no blanket tolerance: on an H100 the f16 kernels'
+    error reached 2.2e-3, the old blanket 2e-3 failed, while this bound holds).
+
+    With p the softmax row and o = Σ_j p_j v_j, first order in the unit roundoff u of the
+    storage type and 2^-24 of f32:
+      * o rounded to the storage type: u·|o|;
+      * P rounded to the storage type for the P·V mma while the row sum l uses f32 p:
+        u·Σ_j p_j|v_j| + u·|o|;  the f32 accumulation of P·V over n keys: γ(n)·Σ_j p_j|v_j|;
+      * a logit s_j off by η_j moves o by p_j η_j (v_j − o), so by ≤ Σ_j p_j η_j (|v_j| + |o|),
+        with η_j = γ(d)·|scale|·Σ_c|q_c k_jc| (the f32 dot product), + 2^-23·|s_j| (the
+        scale·log2(e) multiply), + 2^-21 (ex2.approx: 2 ulp relative error in p).
+    γ(n) = 4·√n·2^-24 is the probabilistic bound on an n-term f32 sum (Higham & Mary 2019: holds
+    with probability ≥ 1 − 2e^-8 for independent roundings; the worst case n·2^-24 is ~50× looser
+    than anything measured and would hide real bugs in the f32 kernel).  Times 2 for the
+    second-order terms.  Measured on the CPU executor: f16 uses up to ~20 % of this bound (its
+    rounding terms dominate, and are what an H100 showed); f32 up to ~1.5 % (its bound, ~3e-5,
+    is the Σ|q||k| logit term, 3x tighter than the blanket 1e-4 it replaces).  Rows that see no key have no bound (NaN reference)."""
+    u = UNIT[kind]
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    h, sq, d = q.shape[-3:]
+    hk, skn = k.shape[-3], k.shape[-2]
+    k = np.repeat(k, h // hk, axis=-3)
+    v = np.repeat(v, h // hk, axis=-3)
+    sc = 1 / np.sqrt(d) if scale is None else scale
+    s = np.einsum("...qd,...kd->...qk", q, k) * sc
+    if causal:
+        s = np.where(np.arange(skn)[None, :] > np.arange(sq)[:, None] + skn - sq, -np.inf, s)
+    with np.errstate(invalid="ignore"):
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p = p / p.sum(-1, keepdims=True)
+    o = p @ v
+    av = np.abs(v)
+    pv = p @ av
+    gamma = lambda n: 4 * np.sqrt(n) * 2.0**-24                  # noqa: E731
+    eta = (gamma(d) * abs(sc) * np.einsum("...qd,...kd->...qk", np.abs(q), np.abs(k))
+           + 2.0**-23 * np.abs(np.where(np.isfinite(s), s, 0)) + 2.0**-21)
+    pe = p * eta
+    bound = 2 * (u * (2 * np.abs(o) + pv) + gamma(skn) * pv + pe @ av
+                 + np.abs(o) * pe.sum(-1, keepdims=True))
+    return o, bound
+
+
+def assert_within_bound(out, q, k, v, causal, scale=None, kind="f16"):
+    """|out − reference| ≤ error_bound everywhere; rows that see no key are exactly 0.
+    Returns the worst err/bound (how much of the bound was used)."""
+    ref, bound = error_bound(q, k, v, causal, scale, kind)
+    o = np.asarray(out, np.float64).reshape(ref.shape)
+    seen = np.isfinite(ref).all(-1)
+    assert not np.isnan(o).any()
+    np.testing.assert_array_equal(o[~seen], 0.0)
+    used = np.abs(o[seen] - ref[seen]) / bound[seen]
+    assert used.max() <= 1, (f"error {np.abs(o[seen] - ref[seen]).max():.3g} exceeds the bound "
+                             f"at {np.unravel_index(used.argmax(), used.shape)}")
+    return used.max()
 
 
 def _inputs(shape_q, shape_kv, dtype):
@@ -56,9 +117,8 @@ def test_matches_float64_reference(dtype, qs, kvs, causal):
     if dtype == np.float32 and qs[-1] == 64:      # head_dims that are not multiples of 32 or 4
         for d in (40, 33):                        # 128-bit loads / scalar loads
             o2 = sk.flash_attention(q[..., :d], k[..., :d], v[..., :d], causal=causal)
-            assert np.abs(o2 - reference(q[..., :d], k[..., :d], v[..., :d], causal)).max() < 1e-4
-    err = np.abs(out.astype(np.float64) - reference(q, k, v, causal)).max()
-    assert err < TOL["f32" if dtype == np.float32 else "f16"]
+            assert_within_bound(o2, q[..., :d], k[..., :d], v[..., :d], causal, kind="f32")
+    assert_within_bound(out, q, k, v, causal, kind="f32" if dtype == np.float32 else "f16")
 
 
 @pytest.mark.parametrize("qs, kvs, causal", [((2, 40, 64), (1, 50, 64), True),
@@ -68,8 +128,8 @@ def test_bf16(qs, kvs, causal):
     b = lambda x: x.reshape(-1, x.shape[-2], x.shape[-1])         # noqa: E731
     out = flash_attention_arrays("bf16", b(q), b(k), b(v), qs[-3] // kvs[-3], causal,
                                  1 / np.sqrt(qs[-1]))
-    ref = reference(from_bf16(q), from_bf16(k), from_bf16(v), causal)
-    assert np.abs(from_bf16(out).reshape(ref.shape) - ref).max() < TOL["bf16"]
+    assert_within_bound(from_bf16(out), from_bf16(q), from_bf16(k), from_bf16(v), causal,
+                        kind="bf16")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
@@ -77,12 +137,8 @@ def test_scale_and_rows_without_keys(dtype):
     """scale= is used as given; with seq_q > seq_k, causal rows that see no key are 0."""
     q, k, v = _inputs((2, 20, 64), (2, 12, 64), dtype)
     out = sk.flash_attention(q, k, v, causal=True, scale=0.3)
-    ref = reference(q, k, v, True, 0.3)
-    seen = np.isfinite(ref).all(-1)
-    assert (~seen).any() and not np.isnan(out.astype(np.float32)).any()
-    np.testing.assert_array_equal(out[~seen].astype(np.float32), 0.0)
-    assert np.abs(out[seen].astype(np.float64) - ref[seen]).max() < (1e-4 if dtype == np.float32
-                                                                     else 2e-3)
+    assert (~np.isfinite(reference(q, k, v, True, 0.3)).all(-1)).any()   # some rows see no key
+    assert_within_bound(out, q, k, v, True, 0.3, kind="f32" if dtype == np.float32 else "f16")
 
 
 def test_every_output_written():
@@ -91,13 +147,12 @@ def test_every_output_written():
     out = np.full(q.shape, np.nan, np.float32)
     flash_attention_f32_kernel[(-(-45 // SIMT_WARPS), 2), SIMT_WARPS * 32](
         out, q, k, v, 2, np.float32(LOG2E / 8), 2, 32, True, True)
-    assert np.abs(out - reference(q, k, v, True)).max() < 1e-4
+    assert_within_bound(out, q, k, v, True, kind="f32")
     h = [x.astype(np.float16) for x in (q, k, v)]
     out16 = np.full(q.shape, 0x7E00, np.uint16)                  # f16 NaN
     flash_attention_tc_kernel[(-(-45 // BQ), 2), TC_THREADS](
         out16, *(x.view(np.uint16) for x in h), 2, np.float32(LOG2E / 8), 64, True, False)
-    got = out16.view(np.float16).astype(np.float64)
-    assert np.abs(got - reference(*h, True)).max() < 2e-3
+    assert_within_bound(out16.view(np.float16), *h, True, kind="f16")
 
 
 def test_validation():
@@ -124,5 +179,4 @@ def test_larger_shapes(dtype):
     q, k, v = _inputs((2, 8, 300, 128), (2, 2, 300, 128), dtype)
     for causal in (False, True):
         out = sk.flash_attention(q, k, v, causal=causal)
-        assert np.abs(out.astype(np.float64) - reference(q, k, v, causal)).max() < \
-            TOL["f32" if dtype == np.float32 else "f16"]
+        assert_within_bound(out, q, k, v, causal, kind="f32" if dtype == np.float32 else "f16")
