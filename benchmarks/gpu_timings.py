@@ -396,9 +396,8 @@ def load_example(name: str):
     return mod
 
 
-def decode_rows(quick: bool) -> list:
-    """Tokens/s of examples/llama_decode.py's model: graph replays, direct launches, GPU time."""
-    import pyptx
+def decoder_setup():
+    """(the llama_decode example module, its Decoder and float64 Reference) on the tiny model."""
     ld = load_example("llama_decode")
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -407,7 +406,13 @@ def decode_rows(quick: bool) -> list:
         reader = ld.GGUFReader(path)
         model = ld.Model(reader)
         del reader
-    dec, ref = ld.Decoder(model, rng), ld.Reference(model)
+    return ld, ld.Decoder(model, rng), ld.Reference(model)
+
+
+def decode_rows(quick: bool) -> list:
+    """Tokens/s of examples/llama_decode.py's model: graph replays, direct launches, GPU time."""
+    import pyptx
+    ld, dec, ref = decoder_setup()
     positions = ld.PAGES * ld.PAGE                     # the KV pool's capacity
     dec.set_inputs(ld.PROMPT[0], 0)
     logits_d, _ = dec.step()                           # step 0 launch by launch

@@ -396,3 +396,15 @@ def test_bench_launch_direct_floor_launches_the_same_kernel(monkeypatch):
         np.testing.assert_array_equal(out.copy_to_host(), 2 * x_h + 1)
     finally:
         driver.set_driver(prev)
+
+
+def test_decode_profile_runs_on_the_fake_gpu():
+    pytest.importorskip("gguf")
+    r = subprocess.run([PY, str(ROOT / "tests" / "run_on_fake_gpu.py"),
+                        str(ROOT / "benchmarks" / "decode_profile.py"), "--steps", "1",
+                        "--top", "3"], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 0, r.stderr
+    assert "== graph replay per token: 1 tokens on gpu" in r.stdout
+    assert "== launch by launch: 1 tokens on gpu" in r.stdout
+    assert r.stdout.count("Ordered by: internal time") == 2
