@@ -403,7 +403,8 @@ def test_decode_profile_runs_on_the_fake_gpu():
     r = subprocess.run([PY, str(ROOT / "tests" / "run_on_fake_gpu.py"),
                         str(ROOT / "benchmarks" / "decode_profile.py"), "--steps", "1",
                         "--top", "3"], capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                       env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                           [str(ROOT), os.environ.get("PYTHONPATH", "")])))
     assert r.returncode == 0, r.stderr
     assert "== graph replay per token: 1 tokens on gpu" in r.stdout
     assert "== launch by launch: 1 tokens on gpu" in r.stdout

@@ -97,6 +97,7 @@ class Graph:
         self._records = []            # CPU: (plan, grid, block, flat, shared_mem)
         self._keep = []               # argument objects the recorded launches refer to
         self._arrays = []             # (kernel, parameter, DeviceArray) checked at launch
+        self._watch = None            # ... as the distinct arrays and bases to look at (built once)
         self._owned = []              # arrays allocated for stdlib results while capturing
         self._after_capture = []      # frees garbage collection asked for during the capture
         self._state = "new"           # new -> capturing -> ready | discarded; closed
@@ -213,6 +214,14 @@ class Graph:
         return array
 
     # -- replay ---------------------------------------------------------------------------
+    def _fail_freed(self):
+        for kernel, name, a in self._arrays:
+            if _freed(a):
+                raise LaunchError(f"cannot launch this graph: argument '{name}' of its "
+                                  f"{kernel} launch is a DeviceArray that was freed "
+                                  f"(DeviceArray.free()) after the capture; capture again "
+                                  f"with live arrays")
+
     def launch(self, stream=None) -> None:
         """Replay the recorded launches in order (GPU: one cuGraphLaunch on `stream`)."""
         from . import driver
@@ -225,12 +234,17 @@ class Graph:
             raise LaunchError(f"cannot launch this graph: {why}")
         if capturing() is not None:
             raise LaunchError("g.launch() inside a pyptx.graph() capture is not supported")
-        for kernel, name, a in self._arrays:
-            if _freed(a):
-                raise LaunchError(f"cannot launch this graph: argument '{name}' of its "
-                                  f"{kernel} launch is a DeviceArray that was freed "
-                                  f"(DeviceArray.free()) after the capture; capture again "
-                                  f"with live arrays")
+        watch = self._watch
+        if watch is None:             # every replay looks at each array once, no recursion
+            seen = {}
+            for _kernel, _name, a in self._arrays:
+                while a is not None and id(a) not in seen:
+                    seen[id(a)] = a
+                    a = getattr(a, "_base", None)
+            watch = self._watch = tuple(seen.values())
+        for a in watch:
+            if a._freed:
+                self._fail_freed()
         from . import checking
         chk = checking.current()          # a replay inside pyptx.sanitize/profile is checked
         if self._device == "gpu":
@@ -262,7 +276,7 @@ class Graph:
     def _release(self) -> None:
         self._records.clear()
         keep = (self._keep, self._owned, self._arrays)
-        self._keep, self._owned, self._arrays = [], [], []
+        self._keep, self._owned, self._arrays, self._watch = [], [], [], None
         if self._device != "gpu":
             return
         ctx = self._ctx
