@@ -23,12 +23,24 @@ import math
 import numpy as np
 
 import pyptx
-from pyptx import block_idx, f32, i32, thread_idx
+from pyptx import block_idx, f32, i32, thread_idx, u32
 
 from . import _validate as V
 from ._warp import NEG_BIG
 from .attention import (LOG2E, TARGET_BLOCKS, _tile, attend_tile, merged_value,
                         stage_vectors, store_partials, tile_sum, value_column)
+
+
+@pyptx.func
+def page_row(page, n_pages, n_kv, head):
+    """The row of the pools' 3-d view holding KV head `head` of page `page`; for an id outside
+    [0, n_pages), row -2^30: gigabytes before the pool, outside every allocation, so a fault (a
+    MemoryFault on the executor, an illegal address on a GPU) and never another array's data.
+    A device block table (or slot list) is not validated on the host, and page·n_kv + head in
+    32 bits wrapped a bad id onto another page (2^30 with 4 KV heads read page 0, silently).
+    A compare and a select per lookup keep the index 32-bit (a 64-bit product cost 7 % more
+    instructions per tile)."""
+    return page * n_kv + head if u32(page) < u32(n_pages) else -(1 << 30)
 
 
 @pyptx.kernel
@@ -40,6 +52,7 @@ def paged_kv_scatter_kernel(k_pages: f32[:, :, :], v_pages: f32[:, :, :],
     (128-bit loads and stores) when head_dim % 4 == 0, else per element."""
     hd = k.shape[2]
     n_kv = k.shape[1]
+    n_pages = k_pages.shape[0] // n_kv
     i = pyptx.grid(1)
     if hd % 4 == 0:
         q4 = hd >> 2
@@ -51,8 +64,9 @@ def paged_kv_scatter_kernel(k_pages: f32[:, :, :], v_pages: f32[:, :, :],
             s = slots[t]
             pg = s >> log2_page
             r = s & ((1 << log2_page) - 1)
-            pyptx.vstore(k_pages, (pg * n_kv + h, r, c), pyptx.vload(k, (t, h, c), 4))
-            pyptx.vstore(v_pages, (pg * n_kv + h, r, c), pyptx.vload(v, (t, h, c), 4))
+            prow = page_row(pg, n_pages, n_kv, h)
+            pyptx.vstore(k_pages, (prow, r, c), pyptx.vload(k, (t, h, c), 4))
+            pyptx.vstore(v_pages, (prow, r, c), pyptx.vload(v, (t, h, c), 4))
     elif i < k.shape[0] * n_kv * hd:
         row = i // hd
         d = i - row * hd
@@ -61,8 +75,9 @@ def paged_kv_scatter_kernel(k_pages: f32[:, :, :], v_pages: f32[:, :, :],
         s = slots[t]
         pg = s >> log2_page
         r = s & ((1 << log2_page) - 1)
-        k_pages[pg * n_kv + h, r, d] = k[t, h, d]
-        v_pages[pg * n_kv + h, r, d] = v[t, h, d]
+        prow = page_row(pg, n_pages, n_kv, h)
+        k_pages[prow, r, d] = k[t, h, d]
+        v_pages[prow, r, d] = v[t, h, d]
 
 
 @pyptx.kernel
@@ -86,6 +101,7 @@ def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f
     hd = q.shape[2]
     kvh = block_idx.x
     n_kv = pyptx.grid_dim.x
+    n_pages = k_pages.shape[0] // n_kv
     split = block_idx.y
     b = block_idx.z
     tid = thread_idx.x
@@ -113,7 +129,7 @@ def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f
         if VEC:                             # 128-bit loads and stores: hd % 4 == 0
             if nthreads % NV == 0 and TILE % RS == 0:   # rows vr, vr + RS, ...: a column each
                 if pmask >= TILE - 1:       # the tile lies in one page (tt % TILE == 0): one id
-                    pg = block_table[b, tt >> log2_page] * n_kv + kvh
+                    pg = page_row(block_table[b, tt >> log2_page], n_pages, n_kv, kvh)
                     for it in pyptx.static_range(TILE // RS):
                         r = vr + it * RS
                         stage_vectors(ks, vs, k_pages, v_pages, pg, min(tt + r, t1 - 1) & pmask,
@@ -122,7 +138,7 @@ def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f
                     for it in pyptx.static_range(TILE // RS):
                         r = vr + it * RS
                         t = min(tt + r, t1 - 1)
-                        pg = block_table[b, t >> log2_page] * n_kv + kvh
+                        pg = page_row(block_table[b, t >> log2_page], n_pages, n_kv, kvh)
                         stage_vectors(ks, vs, k_pages, v_pages, pg, t & pmask, vsrc, r, vdst)
             else:
                 for it in pyptx.static_range((TILE * NV + nthreads - 1) // nthreads):
@@ -131,7 +147,7 @@ def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f
                     c = (e - r * NV) * 4
                     t = min(tt + r, t1 - 1)
                     if e < TILE * NV:
-                        pg = block_table[b, t >> log2_page] * n_kv + kvh
+                        pg = page_row(block_table[b, t >> log2_page], n_pages, n_kv, kvh)
                         stage_vectors(ks, vs, k_pages, v_pages, pg, t & pmask, min(c, hd - 4),
                                       r, c)
         else:
@@ -143,7 +159,7 @@ def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f
                 vx = 0.0
                 if t < t1:
                     if c < hd:
-                        pg = block_table[b, t >> log2_page] * n_kv + kvh
+                        pg = page_row(block_table[b, t >> log2_page], n_pages, n_kv, kvh)
                         kx = k_pages[pg, t & pmask, c]
                         vx = v_pages[pg, t & pmask, c]
                 ks[r, c] = kx

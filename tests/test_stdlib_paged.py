@@ -175,3 +175,29 @@ def test_paged_attention_uses_128_bit_loads():
     # 8 unrolled staging steps (32 rows x 32 vectors / 128 threads), a K and a V load each, in
     # two copies: one page id per tile (pages of >= 32 tokens) or one per row
     assert ptx.count("ld.global.v4.f32") + ptx.count("ld.global.nc.v4.f32") == 2 * 2 * 8
+
+
+@pytest.mark.parametrize("n_kv,bad", [(2, -2**31), (4, 2**30), (4, -2**30), (2, 2**31 - 1),
+                                      (1, -1), (4, 7)])
+def test_a_bad_page_id_in_a_device_block_table_faults(cpu_device, n_kv, bad):
+    """A device block table is not validated on the host (that would copy it back); a page id
+    outside the pool must fault, never wrap to another page: id·n_kv_heads + head once wrapped
+    in 32-bit arithmetic (2^30 with 4 KV heads read page 0, silently)."""
+    r = rng(8)
+    q, kp, vp, bt, sl = make(r, 1, 2 * n_kv, n_kv, 32, 16, 2, [20], spare=5)
+    bt[0, 1] = bad                                        # tokens 16..19 live in a bad page
+    with pytest.raises(pyptx.MemoryFault):
+        sk.paged_attention(q, pyptx.to_device(kp), pyptx.to_device(vp), pyptx.to_device(bt),
+                           pyptx.to_device(sl))
+
+
+@pytest.mark.parametrize("n_kv,slot", [(64, 2**30), (2, -2**31), (2, 48)])
+def test_a_bad_slot_in_a_device_slot_list_faults(cpu_device, n_kv, slot):
+    """The scatter's page row (slot >> log2(page_size))·n_kv_heads + head must not wrap either
+    (slot 2^30 is page 2^26; times 64 KV heads wrapped to page 0)."""
+    r = rng(9)
+    kp, vp = randn(r, 3, n_kv, 16, 8), randn(r, 3, n_kv, 16, 8)
+    slots = np.array([3, slot], np.int32)
+    with pytest.raises(pyptx.MemoryFault):
+        sk.paged_kv_scatter(randn(r, 2, n_kv, 8), randn(r, 2, n_kv, 8), pyptx.to_device(kp),
+                            pyptx.to_device(vp), pyptx.to_device(slots))
