@@ -1,0 +1,20 @@
+"""Bugs planted one at a time in a temporary copy (tests/mutant_harness.py): each must make the
+named tests fail.  Keeps the coverage that found or would find them from being lost quietly."""
+from __future__ import annotations
+
+import pytest
+
+from mutant_harness import Mutant, assert_caught
+
+MUTANTS = [
+    Mutant("paged attention page row wraps in 32 bits (issue 21 #4)",
+           "stdlib_kernels/paged.py",
+           "return page * n_kv + head if u32(page) < u32(n_pages) else -(1 << 30)",
+           "return page * n_kv + head",
+           ("tests/test_stdlib_paged.py::test_a_bad_page_id_in_a_device_block_table_faults",)),
+]
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_mutant_is_caught(mutant):
+    assert_caught(mutant)
