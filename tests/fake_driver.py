@@ -510,7 +510,8 @@ class FakeDriver:
     def cuMemFree(self, ptr):
         e = self._call("cuMemFree", ptr)
         if e is None:
-            self._flush()                                  # cuMemFree synchronises
+            # the driver documents only that cuMemFree "may synchronise": the fake frees at
+            # once, so queued work that still uses the memory faults when it runs
             if int(ptr) not in self.memory:
                 return (R.CUDA_ERROR_INVALID_VALUE,)
             del self.memory[int(ptr)]
@@ -816,3 +817,12 @@ def on_fake_gpu(monkeypatch, fd):
     finally:
         gc.collect()
         driver.set_driver(prev)
+
+
+def idle_in_pool(ptr, ctx=None) -> bool:
+    """pyptx gave `ptr` back: it is an idle buffer of a context's memory pool (a DeviceArray's
+    memory returns there, for stream-ordered reuse, not to cuMemFree: pyptx/runtime/devmem.py).
+    `ctx`: that context's pool only (default: any)."""
+    from pyptx.runtime import driver
+    pools = [ctx.pool] if ctx is not None else [c.pool for c in driver.contexts()]
+    return any(ptr in ptrs for pool in pools for ptrs in pool.idle.values())

@@ -16,7 +16,7 @@ from pyptx import cuda, f32, i32
 from pyptx.errors import DeviceError, LaunchError
 from pyptx.runtime import driver, profile
 
-from fake_driver import FakeCompiler, FakeDriver, hand_compiled
+from fake_driver import FakeCompiler, FakeDriver, hand_compiled, idle_in_pool
 
 CTX0, CTX1 = FakeDriver.CONTEXT_BASE, FakeDriver.CONTEXT_BASE + 1
 
@@ -225,7 +225,7 @@ def test_device_array_knows_its_device_and_uses_its_context(two):
     ptr = b.device_pointer
     del b
     gc.collect()
-    assert (ptr, CTX1) in two.freed_in                  # freed in its own context
+    assert idle_in_pool(ptr, driver.context(1))         # released in its own context
 
 
 def test_arrays_are_freed_in_their_context_from_any_thread(two):
@@ -239,8 +239,8 @@ def test_arrays_are_freed_in_their_context_from_any_thread(two):
         pyptx.use_device(1)
         a.free()
     in_thread(free_a_from_device_1)
-    assert (pb, CTX1) in two.freed_in and (pa, CTX0) in two.freed_in
-    assert pa not in two.memory and pb not in two.memory
+    assert idle_in_pool(pb, driver.context(1)) and idle_in_pool(pa, driver.context(0))
+    assert not idle_in_pool(pa, driver.context(1)) and not idle_in_pool(pb, driver.context(0))
 
 
 def test_reset_and_fork_forget_every_device(two):

@@ -14,7 +14,7 @@ from pyptx import bool_, f16, f32, f64, i8, i32, i64, u16, u64
 from pyptx.errors import DeviceError, LaunchError
 from pyptx.runtime import driver
 
-from fake_driver import FakeCompiler, FakeDriver, hand_compiled, on_fake_gpu
+from fake_driver import FakeCompiler, FakeDriver, hand_compiled, idle_in_pool, on_fake_gpu
 
 rng = np.random.default_rng(99)
 
@@ -259,7 +259,12 @@ def test_device_array_round_trip_and_in_place_launch(fake, monkeypatch):
     ptrs = {d.device_pointer, out.device_pointer}
     del d, out
     gc.collect()
-    assert not ptrs & set(fake.memory)           # freed when garbage-collected
+    assert all(idle_in_pool(p) for p in ptrs)    # released to the pool when garbage-collected
+    n = fake.count("cuMemAlloc")
+    again = pyptx.to_device(host)                # the same size: a released buffer, no cuMemAlloc
+    assert again.device_pointer in ptrs and fake.count("cuMemAlloc") == n
+    driver.free_cached_memory()                  # synchronises, then back to the driver
+    assert not (ptrs - {again.device_pointer}) & set(fake.memory)
 
 
 class ForeignGpuArray:

@@ -44,7 +44,7 @@ def test_cuda_synchronize_waits_for_queued_launches(fake):
 
 def test_cuda_synchronize_raises_a_queued_kernels_fault(fake):
     out = pyptx.to_device(np.zeros(8, np.float32))
-    fill[1, 64](out, 1.0, 1 << 22)                           # writes far past the 8 floats
+    fill[4, 256](out, 1.0, 1 << 22)     # 4 KiB: past the 8 floats and their 512-byte buffer
     with pytest.raises(DeviceError) as ei:
         cuda.synchronize()
     assert ei.value.error_name == "CUDA_ERROR_ILLEGAL_ADDRESS"

@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from . import driver
+from . import devmem, driver
 from .graph import capturing, check as capture_check, outside_capture
 
 
@@ -20,10 +20,10 @@ class DeviceArray:
     """A C-contiguous array on the launch device.  Build it with `pyptx.to_device`."""
 
     __slots__ = ("shape", "dtype", "_host", "_ptr", "_nbytes", "__weakref__", "_finalizer",
-                 "_freed", "_ctx", "_device")
+                 "_freed", "_ctx", "_device", "_streams")
 
     def __init__(self, shape, dtype, *, host: np.ndarray | None = None, ptr: int = 0,
-                 ctx=None):
+                 ctx=None, pool_size: int = 0):
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self._host = host              # CPU device: the private copy the executor works on
@@ -36,10 +36,17 @@ class DeviceArray:
         self._ctx = ctx                # GPU: the context (device) the memory belongs to
         self._device = "cpu" if host is not None else (
             ctx.ordinal if ctx is not None else driver.current_ordinal())
+        self._streams = None           # GPU owner: the streams besides HOME it was used on
         if ptr:
-            # never raises, from whatever thread the garbage collector runs it in; frees in
-            # the allocating context, whichever device the thread that runs it has selected
-            self._finalizer = weakref.finalize(self, driver.release_quietly, ptr, ctx)
+            # never raises, from whatever thread the garbage collector runs it in; releases in
+            # the allocating context, whichever device the thread that runs it has selected:
+            # into the pool (devmem: stream-ordered reuse), or cuMemFree for foreign sizes
+            if pool_size:
+                self._streams = []
+                self._finalizer = weakref.finalize(self, devmem.release_array, ptr, pool_size,
+                                                   ctx, self._streams)
+            else:
+                self._finalizer = weakref.finalize(self, driver.release_quietly, ptr, ctx)
 
     # -- numpy-like description --------------------------------------------------------------
     @property
@@ -261,9 +268,17 @@ def _upload(host: np.ndarray) -> DeviceArray:
     return _to_context(host, driver.context())
 
 
+def _on_device(shape, dtype, nbytes: int, ctx) -> DeviceArray:
+    """An uninitialised DeviceArray in `ctx`, its memory from the context's pool."""
+    if not nbytes:
+        return DeviceArray(shape, dtype, ptr=0, ctx=ctx)
+    ptr, size = devmem.alloc_array(ctx, nbytes)
+    return DeviceArray(shape, dtype, ptr=ptr, ctx=ctx, pool_size=size)
+
+
 def _to_context(host: np.ndarray, ctx) -> DeviceArray:
-    ptr = driver.mem_alloc(host.nbytes, ctx) if host.nbytes else 0
-    out = DeviceArray(host.shape, host.dtype, ptr=ptr, ctx=ctx)
+    out = _on_device(host.shape, host.dtype, host.nbytes, ctx)
+    ptr = out._ptr
     if host.nbytes:
         driver.memcpy_htod(ptr, host.ctypes.data, host.nbytes, ctx=ctx)
     return out
@@ -283,8 +298,7 @@ def _empty(shape, dtype) -> DeviceArray:
     if device() == "cpu":
         return DeviceArray(shape, dt, host=np.zeros(shape, dt))
     n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-    ctx = driver.context()
-    return DeviceArray(shape, dt, ptr=driver.mem_alloc(n, ctx) if n else 0, ctx=ctx)
+    return _on_device(shape, dt, n, driver.context())
 
 
 def result_empty(shape, dtype) -> DeviceArray:

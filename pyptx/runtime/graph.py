@@ -245,6 +245,11 @@ class Graph:
         for a in watch:
             if a._freed:
                 self._fail_freed()
+        if hstream and hstream != 1 and self._device == "gpu":   # off the arrays' home stream
+            from .devmem import used_on
+            for a in watch:
+                if a._host is None and a._ptr:
+                    used_on(a, hstream)
         from . import checking
         chk = checking.current()          # a replay inside pyptx.sanitize/profile is checked
         if self._device == "gpu":

@@ -179,10 +179,24 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
                 return
             hstream = stream_handle(stream)
             chk = None     # recorded, not run: nothing to time (a captured event is unreadable)
+        elif hstream and hstream != 1 and dev != "cpu":    # not the arrays' home stream
+            note_streams(args, hstream)
         run_checked(plan, g, b, flat, shared_mem, dev, hstream, chk)
     except BaseException:
         flat.clear()      # release consumed DLPack tensors now, not when the traceback dies
         raise
+
+
+def note_streams(args, hstream: int) -> None:
+    """DeviceArray arguments of a launch on a stream other than their home (the default
+    stream): ordered against their memory's previous and next owners (devmem.used_on)."""
+    from .device_array import DeviceArray
+    from .devmem import used_on
+    for a in args:
+        if isinstance(a, tuple):
+            note_streams(a, hstream)
+        elif isinstance(a, DeviceArray) and a._host is None and a._ptr:
+            used_on(a, hstream)
 
 
 def run_checked(plan, g, b, flat, shared_mem, dev, hstream, chk=None) -> None:
