@@ -260,8 +260,9 @@ def _qx(x: np.ndarray, nmax: int = 32):
     levels = lv
     for step in (*range(-9, 0), *range(1, 10)):
         lv, sumlx, suml2 = grid(-(_F32(nmax) + _F32(0.1) * _F32(step)) / big)
-        better = (suml2 > 0) & (sumlx * sumlx > best * suml2)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            # huge weights (|x| ≳ 1e6) overflow sumlx² to inf in float32, as in the C
+            better = (suml2 > 0) & (sumlx * sumlx > best * suml2)
             new_scale = (sumlx / suml2).astype(_F32)
         levels = np.where(better[:, None], lv, levels)
         scale = np.where(better, new_scale, scale).astype(_F32)

@@ -12,6 +12,23 @@ MUTANTS = [
            "return page * n_kv + head if u32(page) < u32(n_pages) else -(1 << 30)",
            "return page * n_kv + head",
            ("tests/test_stdlib_paged.py::test_a_bad_page_id_in_a_device_block_table_faults",)),
+    Mutant("Q4_K scale search replaced by a plain min/max grid (hardening: golden ggml bytes)",
+           "stdlib_kernels/quant.py",
+           "    for step in range(nstep + 1):\n",
+           "    for step in range(0):\n",
+           ("tests/test_quant_golden.py::test_quantize_matches_ggml_reference_bytes[q4_k]",)),
+    Mutant("Q6_K scale search replaced by a plain min/max grid (hardening: golden ggml bytes)",
+           "stdlib_kernels/quant.py",
+           '    with np.errstate(divide="ignore", invalid="ignore"):\n'
+           "        scale = np.where(suml2 != 0, sumlx / suml2, _F32(0)).astype(_F32)\n"
+           "    best = scale * sumlx\n"
+           "    levels = lv\n"
+           "    for step in (*range(-9, 0), *range(1, 10)):\n",
+           "    scale = (big / _F32(-nmax)).astype(_F32)\n"
+           "    best = scale * sumlx\n"
+           "    levels = lv\n"
+           "    for step in ():\n",
+           ("tests/test_quant_golden.py::test_quantize_matches_ggml_reference_bytes[q6_k]",)),
 ]
 
 
