@@ -64,8 +64,9 @@ def plant(root: str, m: Mutant) -> None:
 
 
 def run_tests(root: str, tests, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYPTX_NO_CACHE="1", PYPTX_DEVICE="cpu", PYTHONPATH=root,
-               PYTHONDONTWRITEBYTECODE="1")
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYPTX_NO_CACHE="1", PYPTX_DEVICE="cpu", PYTHONPATH=path,
+               PYTHONDONTWRITEBYTECODE="1")    # the copy first; keep what the caller added
     return subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                            "-m", "slow or not slow", *tests], cwd=root, env=env,
                           capture_output=True, text=True, timeout=timeout)
