@@ -119,3 +119,24 @@ def test_views_order_their_owner(fake):
     axpb[1, 16](a[2:3].reshape(16), x, 1.0, 16, stream=s)
     assert a._streams == [driver.handle_int(s.handle)]
     s.synchronize()
+
+
+def test_cuda_array_interface_orders_other_streams_before_the_legacy_stream(fake):
+    """CAI says stream 1 (legacy); a kernel that wrote the array on a non-blocking stream
+    (which the legacy stream does not wait for) is put before the legacy stream's next work."""
+    s = driver.Stream(non_blocking=True)
+    hs = driver.handle_int(s.handle)
+    x = pyptx.to_device(np.ones(64, np.float32))
+    out = device_empty(64, np.float32)
+    axpb[1, 64](out, x, 2.0, 64, stream=s)
+    n = len(fake.calls)
+    assert out.__cuda_array_interface__["stream"] == 1
+    assert _events(fake, n) == [("record", hs), ("wait", HOME)]
+    n = len(fake.calls)
+    assert x.reshape(8, 8).__cuda_array_interface__["stream"] == 1     # a view: its owner's
+    assert _events(fake, n) == [("record", hs), ("wait", HOME)]
+    y = pyptx.to_device(np.ones(4, np.float32))
+    n = len(fake.calls)
+    y.__cuda_array_interface__
+    assert _events(fake, n) == []                        # only the home stream: nothing to do
+    s.synchronize()

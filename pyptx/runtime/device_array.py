@@ -166,7 +166,10 @@ class DeviceArray:
         if self._host is not None:
             raise AttributeError("a DeviceArray on the CPU executor is not CUDA memory")
         # stream 1 (the legacy default stream, which waits for every blocking stream pyptx
-        # launches on): a consumer that honours CAI v3 orders its work after pyptx's
+        # launches on): a consumer that honours CAI v3 orders its work after pyptx's.  Work on
+        # the other streams the array was used on (non-blocking ones too) is put before the
+        # legacy stream's next work first (devmem.publish)
+        devmem.publish(self)
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (self._ptr, False),
                 "strides": None, "version": 3, "stream": 1}
 

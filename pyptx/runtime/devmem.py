@@ -135,6 +135,25 @@ def used_on(array, stream: int) -> None:
     streams.append(stream)
 
 
+def publish(array) -> None:
+    """Before `array` is handed to another framework on the legacy default stream (the
+    `stream` its `__cuda_array_interface__` names): the legacy stream waits for the work queued
+    so far on every other stream pyptx used the array on, non-blocking ones included (which the
+    legacy stream does not wait for by itself)."""
+    owner = array
+    while getattr(owner, "_base", None) is not None:
+        owner = owner._base
+    if not owner._streams:
+        return
+    ctx = owner._ctx
+    pushed = ctx.enter()
+    try:
+        for s in owner._streams:
+            order_after(ctx, HOME, s)
+    finally:
+        ctx.leave(pushed)
+
+
 def release_array(ptr: int, size: int, ctx, streams: list) -> None:
     """A DeviceArray's finalizer: its buffer goes back to the pool, for later work on the home
     stream, once that stream waits for every other stream it was used on.  Never raises (it
