@@ -20,7 +20,8 @@ ROUNDING = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi")
 
 class Op:
     # probe: None, or (checked launches only) f(st, lanes, taken) that the scheduler calls when
-    # a branch/exit executes or a barrier releases (ops without a `run` of their own)
+    # a branch/exit executes or a barrier releases (bar.red included, whose `run` is only its
+    # reduction: instrument.instrument_op keys the probe on the kind, not on a missing run)
     __slots__ = ("run", "kind", "gslot", "gneg", "target", "instr", "mask", "probe")
 
     def __init__(self, run, kind=NORMAL, target=None, mask=None):
