@@ -331,6 +331,17 @@ def _exit(ctx, ins, parts):
     return Op(None, EXIT)
 
 
+def _trap(ctx, ins, parts):
+    """`trap` ends the launch: the first lane that runs it (only lanes whose guard holds do)
+    becomes a MemoryFault that says what the compiler's check was (`Instr.note`)."""
+    from .memory import Trap
+    why = ins.note or "the kernel executed trap"
+
+    def run(st, sel):
+        raise Trap(0, why)
+    return Op(run)
+
+
 def _bar(ctx, ins, parts):
     if "warp" in parts:
         return Op(lambda st, sel: None, WARPSYNC, mask=reader(ctx, ins.operands[0], "b32"))
@@ -388,7 +399,7 @@ BUILDERS = {
     "ex2": _float_fn(np.exp2), "lg2": _float_fn(np.log2), "sin": _float_fn(np.sin),
     "cos": _float_fn(np.cos), "tanh": _float_fn(np.tanh), "copysign": _copysign,
     "testp": _testp, "setp": _setp, "selp": _selp, "cvt": _cvt,
-    "bra": _bra, "ret": _exit, "exit": _exit, "bar": _bar, "barrier": _bar,
+    "bra": _bra, "ret": _exit, "exit": _exit, "bar": _bar, "barrier": _bar, "trap": _trap,
     "membar": _noop, "fence": _noop, "nop": _noop,
 }
 
