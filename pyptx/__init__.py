@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib
 
-from .errors import (CompileError, DeviceError, DeviceWarning, LaunchError,  # noqa: F401
-                     MemoryFault, PyptxError, ToolchainError)
+from .errors import (CacheWarning, CompileError, DeviceError, DeviceWarning,  # noqa: F401
+                     LaunchError, MemoryFault, PyptxError, ToolchainError)
 from .kernel import DeviceFunction, Kernel, func, kernel  # noqa: F401
 from .types import (ArrayType, bool_, constexpr, f16, f32, f64, i8, i16, i32,  # noqa: F401
                     i64, u8, u16, u32, u64, c64)
@@ -38,7 +38,7 @@ _LAZY = {
 }
 
 
-_EAGER = ["CompileError", "DeviceError", "DeviceWarning", "LaunchError", "MemoryFault", "PyptxError",
+_EAGER = ["CacheWarning", "CompileError", "DeviceError", "DeviceWarning", "LaunchError", "MemoryFault", "PyptxError",
           "ToolchainError", "DeviceFunction", "Kernel", "func", "kernel", "ArrayType", "bool_",
           "constexpr", "f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bf16",
           "c64"]

@@ -76,8 +76,8 @@ def _signature_types(signature, names: list[str], where: dict | None = None):
             raise CompileError(f"cannot read signature {signature!r}: '{bad}' is not a pyptx "
                                f"type{f' ({hint})' if hint else ''}; write it like "
                                f"\"f32[:], f32[:], i32\"", **(where or {})) from None
-        except TypeError as e:            # ours (f32[3], f32[:, :, :, :]) say what to write
-            ours = str(e).startswith("array annotations") or "pyptx arrays" in str(e)
+        except TypeError as e:            # ours (f32[3]) say what to write
+            ours = str(e).startswith("array annotations")
             raise CompileError(f"cannot read signature {signature!r}"
                                + (f": {e}" if ours else "; write it like \"f32[:], f32[:], i32\""),
                                **(where or {})) from None

@@ -4,7 +4,9 @@ One JSON file per key.  The key hashes pyptx's own sources and Python's version,
 name, arch, options, parameter types, constexpr values and everything the kernel reads
 (`cachekey.render`).  An entry stores its key and a checksum of its content; an entry that
 cannot be read or whose key or checksum does not match is a miss (and is then overwritten), never an error and never a wrong kernel.
-`PYPTX_NO_CACHE=1` turns the cache off.
+`PYPTX_NO_CACHE=1` turns the cache off.  A cache that cannot be written is not an error either
+(the kernel is compiled and used), but it says so once per process with a `CacheWarning`: every
+new process then pays the full compile, and that should not be a mystery.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import sys
 import tempfile
 
 _self_hash: list = []
+_warned: list = []          # non-empty once this process has issued its CacheWarning
 
 
 def compiler_hash() -> str:
@@ -77,6 +80,31 @@ def store(path: str, k: str, content: dict) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(d, f)
         os.replace(tmp, path)      # atomic: readers see the old entry or the new one
-    except OSError:                # an unwritable cache is not an error
+    except OSError as e:           # an unwritable cache is not an error, but it is said once
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        _warn_unwritable(os.path.dirname(os.path.dirname(path)), e)
+
+
+def _warn_unwritable(cdir: str, e: OSError) -> None:
+    if _warned:
+        return
+    _warned.append(True)
+    import warnings
+    from .errors import CacheWarning
+    why = f"{e.strerror}: {e.filename!r}" if e.strerror and e.filename else str(e)
+    warnings.warn(
+        f"pyptx cannot write its kernel cache in {cdir!r} ({why}); kernels compile and run but "
+        "are not cached on disk, so every new process compiles them again.  Make the directory "
+        "writable, point PYPTX_CACHE_DIR at a writable directory, or set PYPTX_NO_CACHE=1 to "
+        "turn the disk cache off", CacheWarning, stacklevel=_user_stacklevel())
+
+
+def _user_stacklevel() -> int:
+    """The stacklevel of the first caller outside pyptx (a launch and `pyptx.compile` reach the
+    cache through different depths), so the warning points at the user's line."""
+    root = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    f, level = sys._getframe(1), 1
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(root):
+        f, level = f.f_back, level + 1
+    return level

@@ -52,6 +52,12 @@ class DeviceWarning(PyptxError, RuntimeWarning):
     Issued once per process; the message names the reason and the fix."""
 
 
+class CacheWarning(PyptxError, UserWarning):
+    """The on-disk kernel cache (`PYPTX_CACHE_DIR`, default `~/.cache/pyptx`) cannot be written:
+    kernels still compile, but every new process compiles them again.  Issued once per process,
+    naming the directory, the OS error and the fix, so a slow start is not a mystery."""
+
+
 class MemoryFault(PyptxError):
     """An out-of-bounds access caught by the CPU executor's memcheck."""
 

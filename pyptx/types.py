@@ -4,7 +4,7 @@ Everything that needs "what is the PTX suffix / register class / numpy dtype of 
 row in `SCALARS`; nothing else hard-codes those facts.
 
 A scalar type object is also the user-facing DSL name: `pyptx.f32` is `SCALARS['f32']`.
-`f32[:]` / `f32[:, :]` give an `ArrayType`; `f32(x)` inside a kernel is a cast (outside a kernel
+`f32[:]` / `f32[:, :]` / ... give an `ArrayType`; `f32(x)` inside a kernel is a cast (outside a kernel
 it returns the numpy scalar, which is handy in tests).
 """
 from __future__ import annotations
@@ -38,17 +38,18 @@ class ScalarType:
 
     # --- DSL sugar -------------------------------------------------------------------------
     def __getitem__(self, item) -> "ArrayType":
-        """`f32[:]`, `f32[:, :]`, `f32[:, :, :]` -> ArrayType."""
+        """`f32[:]`, `f32[:, :]`, `f32[:, :, :, :]`, ... -> ArrayType of that many dimensions.
+
+        Any rank is accepted: a global array parameter is passed as a base pointer plus one size
+        per dimension, so nothing in the compiler or the launchers depends on the rank, and an
+        array inferred from a launch argument already had whatever rank numpy gave it (only
+        shared/local/const arrays, sized in the kernel, stop at 3 dimensions)."""
         items = item if isinstance(item, tuple) else (item,)
         n = self.name
         if not items or not all(isinstance(s, slice) and s == slice(None) for s in items):
-            raise TypeError(f"array annotations are written {n}[:], {n}[:, :] or {n}[:, :, :] "
-                            f"(no sizes or steps: the shape comes from the argument at launch)")
-        if len(items) > 3:
-            raise TypeError(f"{n}[{', '.join(':' * len(items))}] has {len(items)} dimensions, "
-                            f"but pyptx arrays have 1 to 3 ({n}[:], {n}[:, :] or {n}[:, :, :]); "
-                            f"pass a reshaped array, e.g. x.reshape(x.shape[0], -1), and its "
-                            f"extra sizes as i32 parameters")
+            raise TypeError(f"array annotations are written {n}[:], {n}[:, :], {n}[:, :, :], "
+                            f"... (one ':' per dimension; no sizes or steps: the shape comes "
+                            f"from the argument at launch)")
         return ArrayType(self, len(items))
 
     def __call__(self, value=0):

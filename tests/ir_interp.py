@@ -167,6 +167,10 @@ class Interp:
                 return None
             if op in ("barrier", "syncwarp", "fence"):
                 return None
+            if op == "trap_if":
+                if a[0]:
+                    raise Trap(at["why"])
+                return None
             if op == "shfl":
                 return a[0]
             if op == "activemask":

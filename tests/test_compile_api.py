@@ -159,6 +159,26 @@ def test_no_cache_env_writes_nothing(mod, tmp_path, monkeypatch):
     assert not glob.glob(os.path.join(str(tmp_path), "**", "*.json"), recursive=True)
 
 
+def test_unwritable_cache_dir_compiles_and_warns_once_naming_the_directory_and_the_fix(
+        mod, tmp_path, monkeypatch):
+    from pyptx import diskcache
+    blocker = tmp_path / "a_file"                  # a file where the directory should be: even
+    blocker.write_text("")                         # root cannot create the cache under it
+    monkeypatch.setenv("PYPTX_CACHE_DIR", str(blocker))
+    monkeypatch.delenv("PYPTX_NO_CACHE", raising=False)
+    monkeypatch.setattr(diskcache, "_warned", [])
+    assert issubclass(pyptx.CacheWarning, pyptx.PyptxError)
+    assert issubclass(pyptx.CacheWarning, UserWarning)
+    with pytest.warns(pyptx.CacheWarning) as got:
+        ck = pyptx.compile(mod.saxpy.py_func, arch="sm_86")
+        pyptx.compile(mod.saxpy.py_func, arch="sm_87")        # a second store: no second warning
+    assert ".entry saxpy" in ck.ptx
+    assert len([w for w in got if w.category is pyptx.CacheWarning]) == 1
+    msg = str(got[0].message)
+    assert str(blocker) in msg and "Not a directory" in msg
+    assert "PYPTX_CACHE_DIR" in msg and "PYPTX_NO_CACHE=1" in msg and "writable" in msg
+
+
 def test_cache_key_sees_module_constants(tmp_path, monkeypatch):
     monkeypatch.setenv("PYPTX_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("PYPTX_NO_CACHE", raising=False)

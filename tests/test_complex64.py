@@ -122,6 +122,29 @@ def test_complex_errors(body, phrase):
         pyptx.compile(pyptx.kernel(ns["k"]))
 
 
+@pytest.mark.parametrize("body,col,phrase", [
+    ("out[0] = a[0] * 2", 5, "cannot store a complex value into an f32 array"),
+    ("z = a[0]\n    out[0] = z", 5, "cannot store a complex value into an f32 array"),
+    ("out[0] = 1j", 5, "cannot store a complex value into an f32 array"),
+    ("out[0] = f32(a[0])", 14, "got a complex value"),
+])
+def test_a_complex_value_where_a_number_belongs_is_named_complex(body, col, phrase):
+    """It used to say "got a tuple" (a Complex is a pair of f32 inside the frontend)."""
+    src = f"def k(out: f32[:], a: c64[:]):\n    {body}\n"
+    ns = {"pyptx": pyptx, "f32": f32, "c64": c64}
+    import linecache
+    fname = f"<complex-store-{abs(hash(body))}>"
+    linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
+    exec(compile(src, fname, "exec"), ns)
+    with pytest.raises(pyptx.CompileError) as ei:
+        pyptx.compile(pyptx.kernel(ns["k"]))
+    e = ei.value
+    assert phrase in e.msg and "tuple" not in e.msg, e.msg
+    assert (e.filename, e.lineno, e.offset) == (fname, len(src.splitlines()), col), str(e)
+    if "store" in phrase:
+        assert ".real" in e.msg and ".imag" in e.msg and "c64" in e.msg
+
+
 def test_complex_scalar_parameter_is_a_compile_error():
     @pyptx.kernel
     def k(out: f32[:], z: c64):

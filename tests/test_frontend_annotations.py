@@ -62,3 +62,36 @@ def test_errors_point_at_the_line(mod, name, line, phrase):
     with pytest.raises(pyptx.CompileError) as ei:
         pyptx.compile(getattr(mod, name))
     assert ei.value.lineno == line and phrase in str(ei.value)
+
+
+ND_SRC = '''
+import pyptx
+from pyptx import f32, i32
+
+@pyptx.kernel
+def scale4(out: f32[:, :, :, :], x: f32[:, :, :, :]):
+    i, j = pyptx.thread_idx.x, pyptx.thread_idx.y
+    for k in range(x.shape[2]):
+        for m in range(x.shape[3]):
+            out[i, j, k, m] = x[i, j, k, m] * 2.0 + x.ndim
+
+def first5(out, x):
+    out[0] = x[1, 0, 2, 1, 3] + x.shape[4]
+'''
+
+
+def test_four_and_five_dimensional_array_annotations_compile_and_run(cpu_device):
+    """Arrays of any rank already worked through inference; the annotation (and `signature=`)
+    accepts the same ranks rather than a TypeError at import."""
+    mod = load_module(ND_SRC)
+    assert repr(pyptx.f32[:, :, :, :]) == "f32[:, :, :, :]"
+    x = np.random.default_rng(4).standard_normal((3, 2, 4, 5)).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    mod.scale4[1, (3, 2)](out, x)
+    np.testing.assert_array_equal(out, x * np.float32(2) + np.float32(4))
+    x5 = np.random.default_rng(5).standard_normal((2, 1, 3, 2, 4)).astype(np.float32)
+    ck = pyptx.compile(mod.first5, signature="f32[:], f32[:, :, :, :, :]")
+    assert ck.signature[1].ndim == 5
+    out5 = np.zeros(1, np.float32)
+    pyptx.kernel(mod.first5, signature="f32[:], f32[:, :, :, :, :]")[1, 1](out5, x5)
+    assert out5[0] == x5[1, 0, 2, 1, 3] + np.float32(4)

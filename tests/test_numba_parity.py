@@ -44,6 +44,61 @@ def test_gridsize_size_tuples_and_dynamic_shared():
     assert "__dynamic_shared" in ptx_of(k)
 
 
+@pyptx.kernel
+def shape_at(out: i32[:], x: f32[:, :, :], n: i32):
+    out[0] = x.shape[n]                                    # SHAPE_AT
+
+
+@pyptx.kernel
+def tuple_at(out: f32[:], n: i32):
+    out[0] = SCALE[n]
+
+
+def test_shape_and_tuples_indexed_at_run_time_work_like_python(cpu_device):
+    """Numba-CUDA: negative indices count from the end; docs/decisions.md."""
+    x = np.zeros((2, 3, 5), np.float32)
+    out = np.full(1, -1, np.int32)
+    for n in range(-3, 3):
+        shape_at[1, 1](out, x, n)
+        assert out[0] == x.shape[n], n
+    outf = np.full(1, np.nan, np.float32)
+    for n in range(-2, 2):
+        tuple_at[1, 1](outf, n)
+        assert outf[0] == np.float32(SCALE[n]), n
+
+
+@pytest.mark.parametrize("n", [3, 5, -4, 2**31 - 1, -2**31])
+def test_shape_indexed_out_of_range_at_run_time_faults(cpu_device, n):
+    """Numba-CUDA raises IndexError (debug=True) or ends the thread: never a made-up size."""
+    import inspect
+    out = np.full(1, -1, np.int32)
+    with pytest.raises(pyptx.MemoryFault, match="index out of range") as ei:
+        shape_at[1, 1](out, np.zeros((2, 3, 5), np.float32), n)
+    src, first = inspect.getsourcelines(shape_at.py_func)
+    assert ei.value.source_line == first + next(i for i, l in enumerate(src) if "# SHAPE_AT" in l)
+    assert ei.value.thread == (0, 0, 0) and out[0] == -1
+    with pytest.raises(pyptx.MemoryFault, match="index out of range"):
+        tuple_at[1, 1](np.zeros(1, np.float32), 2 if n > 0 else -3)
+
+
+def test_shape_indexed_by_a_constant_out_of_range_is_a_compile_error():
+    @pyptx.kernel
+    def k(out: i32[:], x: f32[:]):
+        out[0] = x.shape[1]
+    with pytest.raises(pyptx.CompileError, match=r"x.shape\[1\] is out of range") as ei:
+        pyptx.compile(k)
+    assert ei.value.lineno and ei.value.offset
+
+
+def test_run_time_index_check_folds_away_once_the_index_is_known():
+    @pyptx.kernel
+    def k(out: i32[:], x: f32[:, :]):
+        for d in pyptx.static_range(2):
+            out[d] = x.shape[d]
+    assert "trap" not in ptx_of(k)
+    assert "trap;" in ptx_of(shape_at)
+
+
 def test_constant_tuple_holding_a_string_cannot_be_stored():
     BAD = (1, "two")
 

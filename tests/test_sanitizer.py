@@ -88,6 +88,22 @@ def local_scratch(out: f32[:], x: f32[:], FULL: pyptx.constexpr):
     out[t] = buf[0] + buf[1]                               # LOCAL_READ
 
 
+@pyptx.kernel
+def vote_then_read(out: f32[:], x: f32[:], MODE: pyptx.constexpr):
+    """Each thread reads its neighbour's shared slot after a block-wide vote, which is a full
+    barrier (bar.red) besides a reduction: correct code, no race."""
+    s = pyptx.shared.array(64, f32)
+    t = pyptx.thread_idx.x
+    s[t] = x[t]                                            # BEFORE_VOTE
+    if MODE == 0:
+        c = f32(pyptx.syncthreads_count(x[t] > 0.0))
+    elif MODE == 1:
+        c = f32(pyptx.syncthreads_and(x[t] > -100.0))
+    else:
+        c = f32(pyptx.syncthreads_or(x[t] > 100.0))
+    out[t] = s[63 - t] + c
+
+
 def _line(kernel, marker):
     import inspect
     src, first = inspect.getsourcelines(kernel.py_func)
@@ -142,6 +158,16 @@ def test_warp_synchronous_reduction_with_syncwarp_is_clean_and_correct():
     with pyptx.sanitize():
         warp_tail[1, 64](out, x, True)
     np.testing.assert_allclose(out[0], x.sum(dtype=np.float64), rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["count", "and", "or"])
+def test_syncthreads_count_and_or_are_barriers_for_the_race_check(mode):
+    x = rng.standard_normal(64).astype(np.float32)
+    out = _poisoned(64)
+    with pyptx.sanitize(race=True, init=True):
+        vote_then_read[1, 64](out, x, mode)
+    c = [np.count_nonzero(x > 0), 1, 0][mode]
+    np.testing.assert_array_equal(out, x[::-1] + np.float32(c))
 
 
 def test_two_blocks_writing_one_global_address_is_a_race_between_blocks():

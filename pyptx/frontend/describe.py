@@ -21,6 +21,9 @@ def describe(v) -> str:
     from .values import ArrayView
     if isinstance(v, ArrayView):
         return f"an array ({v.elem.name}, {v.ndim}-d); index it, e.g. a[i]"
+    from .complex64 import is_complex
+    if is_complex(v):            # before tuple: a frontend Complex is a (re, im) tuple
+        return "a complex value (c64); take its parts, z.real and z.imag, or abs(z)"
     if isinstance(v, tuple):
         return "a tuple; unpack it first (a, b = ...)"
     if type(v).__name__ == "ndarray":

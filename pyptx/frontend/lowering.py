@@ -758,7 +758,9 @@ class Lowerer:
             if not isinstance(index, int) or isinstance(index, bool):
                 if getattr(index, "type", None) is not None and not isinstance(value, TupleVar):
                     from .parity import tuple_at
-                    return tuple_at(self, value, index)
+                    what, idx = (ast.unparse(x).encode("ascii", "backslashreplace").decode()
+                                 for x in (node, node.slice))     # (PTX comments are ASCII)
+                    return tuple_at(self, value, index, f"{what} needs {idx}")
                 raise self.err("a tuple can only be indexed by a compile-time int "
                                "(e.g. a.shape[0])")
             if not -len(value) <= index < len(value):

@@ -234,6 +234,13 @@ def store(cx, view: ArrayView, ptr, value) -> None:
         complex64.store(cx, ptr, value)
         mark_written(cx, view)
         return
+    from .complex64 import is_complex
+    if is_complex(value):        # a Complex is a tuple inside the frontend: say what it is
+        name = view.elem.name
+        raise cx.err(f"cannot store a complex value into {'an' if name[0] in 'fi' else 'a'} "
+                     f"{name} array; store its parts (z.real, z.imag, each a number) or "
+                     f"abs(z), or make the array c64 (numpy complex64) to store the complex "
+                     f"value itself")
     if isinstance(value, (tuple, ArrayView)) or not (
             isinstance(value, PY_SCALARS) or isinstance(getattr(value, "type", None), T.ScalarType)):
         raise cx.err(f"only numbers can be stored into an array element, got {describe(value)}; "

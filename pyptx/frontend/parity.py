@@ -205,10 +205,13 @@ def _cuda_fma(cx, a, b, c):
 
 # ---- tuples indexed at run time ------------------------------------------------------------
 
-def tuple_at(cx, values: tuple, index):
-    """`COEFFS[k]` with a run-time `k` (Numba allows it for a tuple of numbers): a chain of
-    selects over the elements (the optimiser folds it once `k` is known, e.g. after
-    unrolling).  An index out of range gives the last element (no fault, no wraparound)."""
+def tuple_at(cx, values: tuple, index, what: str = "the tuple index must be"):
+    """`COEFFS[k]` or `x.shape[k]` with a run-time `k` (Numba allows it for a tuple of
+    numbers): a chain of selects over the elements, with Python's (and Numba's) meaning of a
+    negative index.  An index outside -len..len-1 ends the launch (`trap_if`: a MemoryFault on
+    the CPU executor), as Numba raises IndexError (debug=True) or ends the thread rather than
+    return a made-up element (docs/decisions.md).  Once `k` is known (after unrolling) the
+    selects and the check fold away."""
     if not values or len(values) > 64 or not all(
             is_number(v) for v in values):
         raise cx.err("a tuple indexed at run time must hold 1 to 64 numbers; index it with a "
@@ -217,10 +220,21 @@ def tuple_at(cx, values: tuple, index):
     it = scalar_arg(cx, index, "the tuple index")
     if not it.is_int:
         raise cx.err(f"a tuple index must be an integer, got {it.name}")
-    k = arith.convert(cx, index, T.i32 if it.bits <= 32 else T.i64)
+    n = len(values)
+    kt = T.i32 if it.bits <= 32 else T.i64
+    ut = T.u32 if kt is T.i32 else T.u64
+    k = arith.convert(cx, index, kt)
+    # k + n (wrapping) is below 2n, as unsigned, exactly when -n <= k < n
+    shifted = arith.emit(cx, "add", [k, make_const(n, kt)], kt)
+    bad = arith.emit(cx, "cmp", [arith.emit(cx, "cvt", [shifted], ut), make_const(2 * n, ut)],
+                     T.bool_, pred="ge")
+    arith.emit(cx, "trap_if", [bad], None,
+               why=f"index out of range: {what} in -{n}..{n - 1}")
+    neg = arith.emit(cx, "cmp", [k, make_const(0, kt)], T.bool_, pred="lt")
+    k = arith.emit(cx, "select", [neg, shifted, k], kt)
     out = arith.convert(cx, values[-1], t)
-    for pos in range(len(values) - 2, -1, -1):
-        hit = arith.emit(cx, "cmp", [k, make_const(pos, k.type)], T.bool_, pred="eq")
+    for pos in range(n - 2, -1, -1):
+        hit = arith.emit(cx, "cmp", [k, make_const(pos, kt)], T.bool_, pred="eq")
         out = arith.emit(cx, "select", [hit, arith.convert(cx, values[pos], t), out], t, weak)
     return out
 

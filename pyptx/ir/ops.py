@@ -169,6 +169,13 @@ OPS: dict[str, OpInfo] = _t([
     OpInfo("bfind", "a", 1, True, True,
            "a: int 32/64; T u32: the bit position of the most significant non-sign bit (attrs "
            "shiftamt: its distance from the top instead); 0xFFFFFFFF when there is none (PTX bfind)"),
+    # ---- run-time checks ---------------------------------------------------------------------------
+    OpInfo("trap_if", "p", 1, False, False,
+           "when the bool_ p is true, end the launch (PTX `@p trap`; a GPU reports a sticky "
+           "launch failure, the CPU executor a MemoryFault naming the thread and line).  attrs "
+           "why (str, ASCII): what went wrong, for the executor's message.  A constant false p "
+           "is removed by constant folding, so a check on an index known at compile time "
+           "costs nothing"),
     # ---- output -----------------------------------------------------------------------------------
     OpInfo("print", "values...", None, False, False,
            "vprintf(attrs fmt, values...): fmt is a C format string with one conversion per "

@@ -150,6 +150,10 @@ class _Checker:
         elif op == "barrier_red":
             mode = at.get("mode")
             need(a[0] == bool_ and mode in ("popc", "and", "or"), "barrier_red: bool_, popc/and/or")
+        elif op == "trap_if":
+            why = at.get("why")
+            need(a[0] == bool_ and isinstance(why, str) and why.isascii() and "\n" not in why,
+                 "trap_if: bool_ condition, an ASCII one-line why")
         elif op == "bfind":
             need(T == u32 and _is_int(a[0], (32, 64)), "bfind: 32/64-bit int operand, u32 result")
         elif op == "print":

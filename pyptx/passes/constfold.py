@@ -3,7 +3,8 @@
 Why only exact rewrites: the GPU, the CPU executor and numpy must agree bit for bit, so an
 identity is applied only when it holds for every input of that type: `x + 0` and `x * 0` only for
 ints (`-0.0 + 0.0` is `+0.0`; `inf * 0` is NaN), `x * 1` / `x / 1` for ints and floats, and `gep p, 0` is `p`.  Folding
-itself is `evaluate.evaluate`.  `select` and `cbr` on a constant condition pick their side.
+itself is `evaluate.evaluate`.  `select` and `cbr` on a constant condition pick their side, and a
+`trap_if` on a constant false condition (a run-time check of an index that became known) goes.
 
 One sweep in reverse postorder (every definition is seen before its uses), with a replacement map
 applied to operands on the fly; one final sweep rewrites uses the first one could not reach.
@@ -161,6 +162,10 @@ def run(fn: Function) -> bool:
                 rewrite_operands(ins, repl, resolve)
             if ins.op == "cbr" and _fold_branch(ins):
                 changed = True
+            elif ins.op == "trap_if" and isinstance(ins.operands[0], Const) \
+                    and not ins.operands[0].value:
+                changed = True                  # a check that can never fail
+                continue
             new = fold_instr(ins)
             if new is not None and new is not ins:
                 repl[id(ins)] = new

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from ..ir.core import Const
 from ..types import f64, u32
 from . import tables as tb
 from .emitter import lowers
@@ -186,6 +187,19 @@ def lower_barrier_red(em, ins) -> None:
     mode = ins.attrs["mode"]
     typ = "u32" if mode == "popc" else "pred"
     em.i(f"bar.red.{mode}.{typ} {em.dst(ins)}, 0, {em.reg(ins.operands[0])}")
+
+
+@lowers("trap_if")
+def lower_trap_if(em, ins) -> None:
+    """`@p trap;` with the reason as a comment on the same line: the CPU executor's parser
+    keeps that comment (parser.Instr.note) to say in its MemoryFault what the check was."""
+    p = ins.operands[0]
+    why = ins.attrs["why"]
+    if isinstance(p, Const):
+        if p.value:
+            em.out.append(f"\ttrap; // {why}")
+        return
+    em.out.append(f"\t@{em.reg(p)} trap; // {why}")
 
 
 @lowers("bfind")

@@ -257,8 +257,9 @@ def _cpu_array_arg():
 
 # ---- binding arguments to parameters ----------------------------------------------------------
 
-#: a type no annotation can produce: marks parameters whose type is inferred at launch
-_UNANNOTATED = T.ArrayType(T.i32, 99)
+#: a type no annotation can produce (0 dimensions: `f32[()]` is refused): marks parameters
+#: whose type is inferred at launch (compared by identity)
+_UNANNOTATED = T.ArrayType(T.i32, 0)
 
 
 class _Binder:

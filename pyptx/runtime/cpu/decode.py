@@ -20,7 +20,8 @@ ROUNDING = ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi")
 
 class Op:
     # probe: None, or (checked launches only) f(st, lanes, taken) that the scheduler calls when
-    # a branch/exit executes or a barrier releases (ops without a `run` of their own)
+    # a branch/exit executes or a barrier releases (bar.red included, whose `run` is only its
+    # reduction: instrument.instrument_op keys the probe on the kind, not on a missing run)
     __slots__ = ("run", "kind", "gslot", "gneg", "target", "instr", "mask", "probe")
 
     def __init__(self, run, kind=NORMAL, target=None, mask=None):
@@ -330,6 +331,17 @@ def _exit(ctx, ins, parts):
     return Op(None, EXIT)
 
 
+def _trap(ctx, ins, parts):
+    """`trap` ends the launch: the first lane that runs it (only lanes whose guard holds do)
+    becomes a MemoryFault that says what the compiler's check was (`Instr.note`)."""
+    from .memory import Trap
+    why = ins.note or "the kernel executed trap"
+
+    def run(st, sel):
+        raise Trap(0, why)
+    return Op(run)
+
+
 def _bar(ctx, ins, parts):
     if "warp" in parts:
         return Op(lambda st, sel: None, WARPSYNC, mask=reader(ctx, ins.operands[0], "b32"))
@@ -387,7 +399,7 @@ BUILDERS = {
     "ex2": _float_fn(np.exp2), "lg2": _float_fn(np.log2), "sin": _float_fn(np.sin),
     "cos": _float_fn(np.cos), "tanh": _float_fn(np.tanh), "copysign": _copysign,
     "testp": _testp, "setp": _setp, "selp": _selp, "cvt": _cvt,
-    "bra": _bra, "ret": _exit, "exit": _exit, "bar": _bar, "barrier": _bar,
+    "bra": _bra, "ret": _exit, "exit": _exit, "bar": _bar, "barrier": _bar, "trap": _trap,
     "membar": _noop, "fence": _noop, "nop": _noop,
 }
 

@@ -338,6 +338,12 @@ def _memory_fault(st, op, sel, f: Fault) -> MemoryFault:
     where = f"PTX line {ins.line}"
     if ins.py_line is not None:
         where += f" (Python line {ins.py_line})"
+    if f.space == "trap":
+        msg = (f"{f.nearest} (kernel '{st.code.name}' at {where}, block {blk} thread {thr}): "
+               f"a run-time check failed and the kernel executed 'trap' (on a GPU the launch "
+               f"fails and the CUDA context is lost)")
+        return MemoryFault(msg, kernel=st.code.name, ptx_line=ins.line, source_line=ins.py_line,
+                           block=blk, thread=thr, nearest=f.nearest)
     addr = f"0x{f.address:x}" if f.space == "global" else str(f.address)
     msg = (f"out-of-bounds {f.space} access in kernel '{st.code.name}' at {where}: "
            f"'{ins.opcode}' by block {blk} thread {thr} at address {addr}: {f.nearest}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .decode import BARRIER, WARPSYNC, types_of
+from .decode import BARRIER, BRANCH, EXIT, WARPSYNC, types_of
 from .operands import DTYPES
 
 
@@ -77,8 +77,12 @@ def track_access(ctx, space: str, access: str, locate_fn):
 
 
 def instrument_op(ctx, op, parts) -> None:
+    """Hook one decoded op.  Ops the scheduler releases itself (branch, exit, barrier) get a
+    probe, keyed on their kind: `bar.red` (syncthreads_count/and/or) is a barrier that also has
+    a `run` (its reduction), and wrapping that run instead would hide the barrier from the
+    sanitizer, which would then report correct code ordered by it as a race."""
     cls, flops = classify(parts)
-    if op.run is not None:
+    if op.kind not in (BRANCH, EXIT, BARRIER):
         inner, sync = op.run, op.kind == WARPSYNC
 
         def run(st, sel):

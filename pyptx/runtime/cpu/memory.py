@@ -24,6 +24,13 @@ class Fault(Exception):
         self.lane, self.address, self.space, self.nearest = lane, address, space, nearest
 
 
+class Trap(Fault):
+    """Internal: lane `lane` executed `trap` (a failed run-time check, `why` says which)."""
+
+    def __init__(self, lane: int, why: str):
+        super().__init__(lane, 0, "trap", why)
+
+
 def _views(buf: np.ndarray) -> dict:
     return {1: buf, 2: buf.view(np.uint16), 4: buf.view(np.uint32), 8: buf.view(np.uint64)}
 

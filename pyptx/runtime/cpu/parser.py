@@ -17,6 +17,7 @@ TYPE_BYTES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2,
               "f64": 8, "b128": 16, "pred": 1}
 
 _LINE_COMMENT = re.compile(r"//\s*line\s+(\d+)")
+_TRAP_NOTE = re.compile(r"\btrap\s*;\s*//\s*(.*\S)")     # `@p trap; // why` (lower_sync.py)
 
 
 @dataclass
@@ -26,6 +27,7 @@ class Instr:
     guard: tuple | None         # (reg_name, negated)
     line: int                   # 1-based PTX line
     py_line: int | None = None  # Python source line from the preceding `// line N` comment
+    note: str | None = None     # `trap`: the comment after it on its line (what was checked)
 
 
 @dataclass
@@ -160,7 +162,7 @@ def _linkage_is_extern(node) -> bool:
     return node is not None and str(node.children[0]) == ".extern"
 
 
-def _entry(tree, py_lines) -> Entry:
+def _entry(tree, py_lines, notes) -> Entry:
     _, name, plist = tree.children[:3]
     params = []
     for p in plist.children:
@@ -170,11 +172,11 @@ def _entry(tree, py_lines) -> Entry:
         ident = [c for c in p.children if getattr(c, "type", None) == "IDENT"][0]
         params.append((str(ident), str(typ)[1:]))
     entry = Entry(str(name), params, {}, [], [], tree.meta.line)
-    _body(entry, tree.children[3:], py_lines)
+    _body(entry, tree.children[3:], py_lines, notes)
     return entry
 
 
-def _body(entry: Entry, items, py_lines):
+def _body(entry: Entry, items, py_lines, notes):
     for it in items:
         if it is None or not hasattr(it, "data"):
             continue
@@ -182,7 +184,7 @@ def _body(entry: Entry, items, py_lines):
         if kind == "perf" or kind == "pragma":
             continue
         if kind == "block":
-            _body(entry, it.children, py_lines)
+            _body(entry, it.children, py_lines, notes)
         elif kind == "reg_decl":
             typ = str(it.children[0])[1:]
             for ri in it.children[1:]:
@@ -208,7 +210,7 @@ def _body(entry: Entry, items, py_lines):
                 g = (str(guard.children[-1]), neg)
             line = it.meta.line
             entry.body.append(Instr(str(op), [_operand(o) for o in ops if o is not None], g,
-                                    line, _py_line(py_lines, line)))
+                                    line, _py_line(py_lines, line), notes.get(line)))
 
 
 def _py_line(py_lines, line):
@@ -227,8 +229,11 @@ def parse(text: str) -> Module:
         ln = getattr(e, "line", 0) or 0
         src = lines[ln - 1].strip() if 0 < ln <= len(lines) else ""
         raise LaunchError(f"cannot parse PTX at line {ln}: {src!r}") from None
-    py_lines = [(i + 1, int(m.group(1))) for i, l in enumerate(text.splitlines())
+    lines = text.splitlines()
+    py_lines = [(i + 1, int(m.group(1))) for i, l in enumerate(lines)
                 if (m := _LINE_COMMENT.search(l))]
+    notes = {i + 1: m.group(1) for i, l in enumerate(lines)
+             if "trap" in l and (m := _TRAP_NOTE.search(l))}
     mod = Module()
     for node in tree.children:
         kind = node.data
@@ -237,6 +242,6 @@ def parse(text: str) -> Module:
         elif kind == "func_decl":
             mod.funcs.add(str([c for c in node.children if getattr(c, "type", None) == "IDENT"][0]))
         elif kind == "entry":
-            e = _entry(node, py_lines)
+            e = _entry(node, py_lines, notes)
             mod.entries[e.name] = e
     return mod

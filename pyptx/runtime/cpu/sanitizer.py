@@ -5,8 +5,9 @@ active lanes and the byte indices they touch.  Per byte the shadow keeps the las
 reads (the first read that no later read is ordered after, and the newest read).
 
 Ordering (what makes two accesses *not* a race):
-* shared memory: a completed `bar.sync` of the block clears that block's shadow (everything
-  before it is ordered before everything after).  Inside a barrier interval, threads of one
+* shared memory: a completed `bar.sync` or `bar.red` (syncthreads_count/and/or: a full barrier
+  plus a reduction) of the block clears that block's shadow (everything before it is ordered
+  before everything after).  Inside a barrier interval, threads of one
   warp are ordered only through warp-synchronising ops (bar.warp.sync, shfl.sync, vote.sync):
   each thread carries a vector clock over the lanes of its warp, merged at every such op.
   Threads of different warps are never ordered without a barrier.
