@@ -12,6 +12,20 @@ MUTANTS = [
            "return page * n_kv + head if u32(page) < u32(n_pages) else -(1 << 30)",
            "return page * n_kv + head",
            ("tests/test_stdlib_paged.py::test_a_bad_page_id_in_a_device_block_table_faults",)),
+    Mutant("gemm_tc: no barrier at the end of a K step (tile t + 2 overwrites a stage in use)",
+           "stdlib_kernels/gemm_tc.py",
+           "        pyptx.syncthreads()         # stage s is done: the next step copies tile t + 2 "
+           "into it\n",
+           "",
+           ("tests/test_sanitize_stdlib.py::test_pipelined_kernels_run_clean_over_three_tiles"
+            "[gemm_tc cp.async, K = 96]",)),
+    Mutant("flash_attention_tc: no barrier at the end of a KV step (tile t + 2 overwrites a "
+           "stage in use)",
+           "stdlib_kernels/flash_attention.py",
+           "    pyptx.syncthreads()                 # this stage is refilled two tiles later\n",
+           "",
+           ("tests/test_sanitize_stdlib.py::test_pipelined_kernels_run_clean_over_three_tiles"
+            "[flash_attention_tc causal, 70 keys]",)),
 ]
 
 
