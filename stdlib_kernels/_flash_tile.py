@@ -20,6 +20,9 @@ TEST, PLAIN, MASKED = 0, 1, 2
 SLACK = 8.0
 
 NEG_INF = -math.inf
+#: below this |bias| (base 2) the fast exponent of `_probs` is off by at most 1/2
+FAST = 2.0**24
+F32_MAX = 3.4028234663852886e38
 
 
 @pyptx.func
@@ -59,7 +62,17 @@ def softmax_tile(s, kv0: i32, q0: i32, row0: i32, t2: i32, sk: i32, shift: i32, 
       maximum exceeds it by more than SLACK, so p <= 2^SLACK (exact in f16/bf16 P fragments, and
       O, l in f32 share the bias, so out = O / l is unchanged); a0/a1 (O's factors) are then 1
       and `need` (warp-uniform) is False when no row of the warp moved: the caller skips the
-      rescale of O.
+      rescale of O.  The test is `mx - m > SLACK`, not `mx > m + SLACK`: for |m| in [2^27,
+      2^28) m + 8 is a tie that may round to m + 16, and p = 2^16 overflows f16.
+    * Huge logits (|s c| ~ 1e10 from f16 entries of 3e4, or scale=1e10): the bias is f32, so
+      p's exponent s c - m is only as exact as |m| allows.  The fast exponent (one FFMA, the
+      product exact) is off by the rounding error of the bias, up to 1/2 ulp(m): harmless below
+      FAST = 2^24 (<= 1/2), but at 1e10 it reached 2^9, so exp2 gave inf (out inf / NaN) or 0
+      for the row's top key (l = 0).  A bias past FAST in any row of the warp (checked in the
+      same vote as `need`; `need` is then True, and O's factors are 1 where nothing moved)
+      takes `_probs`' CLAMP path, and the bias is clamped to the largest f32 (scores past f32's
+      range: no inf - inf).  Cost on the usual tiles: two compares in the vote (+5 SASS
+      instructions of 222 per tile at D = 128, layout included; bench_attention_sass).
     * pf: P re-packed as m16n8k16 A-fragment words, two per n-tile."""
     if MASK == TEST:
         edge = kv0 + NT * 8 > sk
@@ -79,26 +92,55 @@ def softmax_tile(s, kv0: i32, q0: i32, row0: i32, t2: i32, sk: i32, shift: i32, 
         mx1 = max(mx1, pyptx.shfl_xor(mx1, 1 << i))
     mx0 = mx0 * c
     mx1 = mx1 * c
-    n0 = mx0 if mx0 > m0 + SLACK else m0
-    n1 = mx1 if mx1 > m1 + SLACK else m1
-    need = pyptx.vote_any(n0 != m0 or n1 != m1)
+    n0 = mx0 if mx0 - m0 > SLACK else m0
+    n1 = mx1 if mx1 - m1 > SLACK else m1
     b0 = n0 if n0 != NEG_INF else 0.0
     b1 = n1 if n1 != NEG_INF else 0.0
+    # one vote for both rare events: a row's bias moved, or a bias past FAST (huge logits)
+    need = pyptx.vote_any((n0 != m0) | (n1 != m1) | (abs(b0) >= FAST) | (abs(b1) >= FAST))
+    if need and pyptx.vote_any((abs(b0) >= FAST) | (abs(b1) >= FAST)):
+        n0 = min(n0, F32_MAX)
+        n1 = min(n1, F32_MAX)
+        b0 = min(b0, F32_MAX)
+        b1 = min(b1, F32_MAX)
+        pf, a0, a1, l0, l1 = _probs(s, m0, m1, b0, b1, l0, l1, c, NT, bf, True)
+    else:
+        pf, a0, a1, l0, l1 = _probs(s, m0, m1, b0, b1, l0, l1, c, NT, bf, False)
+    return pf, a0, a1, n0, n1, l0, l1, need
+
+
+@pyptx.func
+def _probs(s, m0: f32, m1: f32, b0: f32, b1: f32, l0: f32, l1: f32, c: f32,
+           NT: pyptx.constexpr, bf: pyptx.constexpr, CLAMP: pyptx.constexpr):
+    """p = 2^(s c - b) per score, O's factors a = 2^(m - b), l = l a + Σ p, P packed.
+
+    Not CLAMP (|b| < FAST): one FFMA per score, s c - b with the product exact; the top score's
+    exponent is off from the rounded product only by its rounding error, <= 1/2 below 2^24.
+    CLAMP (some |b| >= FAST, or inf): the product is rounded first (no contraction: a `min`
+    stands between) and clamped to the largest f32, exactly as the bias was, so the top score's
+    exponent is 0 and none exceeds SLACK, however far the rounding error of a huge product
+    reaches; an overflowed product (inf) meets a finite bias, not inf - inf."""
     a0 = pyptx.math.fast_exp2(m0 - b0)
     a1 = pyptx.math.fast_exp2(m1 - b1)
     l0 = l0 * a0
     l1 = l1 * a1
     pf = ()
     for j in pyptx.static_range(NT):
-        p0 = pyptx.math.fast_exp2(s[j][0] * c - b0)
-        p1 = pyptx.math.fast_exp2(s[j][1] * c - b0)
-        p2 = pyptx.math.fast_exp2(s[j][2] * c - b1)
-        p3 = pyptx.math.fast_exp2(s[j][3] * c - b1)
+        if CLAMP:
+            p0 = pyptx.math.fast_exp2(min(s[j][0] * c, F32_MAX) - b0)
+            p1 = pyptx.math.fast_exp2(min(s[j][1] * c, F32_MAX) - b0)
+            p2 = pyptx.math.fast_exp2(min(s[j][2] * c, F32_MAX) - b1)
+            p3 = pyptx.math.fast_exp2(min(s[j][3] * c, F32_MAX) - b1)
+        else:
+            p0 = pyptx.math.fast_exp2(s[j][0] * c - b0)
+            p1 = pyptx.math.fast_exp2(s[j][1] * c - b0)
+            p2 = pyptx.math.fast_exp2(s[j][2] * c - b1)
+            p3 = pyptx.math.fast_exp2(s[j][3] * c - b1)
         l0 = l0 + p0 + p1
         l1 = l1 + p2 + p3
         pf = pf + ((pyptx.pack2(p0, p1, pyptx.bf16 if bf else pyptx.f16),
                     pyptx.pack2(p2, p3, pyptx.bf16 if bf else pyptx.f16)),)
-    return pf, a0, a1, n0, n1, l0, l1, need
+    return pf, a0, a1, l0, l1
 
 
 @pyptx.func

@@ -30,7 +30,7 @@ import pyptx
 from pyptx import block_idx, f32, i32, thread_idx, u16
 
 from . import _validate as V
-from ._flash_tile import MASKED, NEG_INF, PLAIN, finish, rescale, softmax_tile
+from ._flash_tile import F32_MAX, MASKED, NEG_INF, PLAIN, finish, rescale, softmax_tile
 from .flash_attention_wide import (WIDE_MAX_D, WIDE_THREADS, WQ,
                                    flash_attention_tc_wide_kernel, passes as wide_passes)
 from ._warp import NEG_BIG, warp_sum
@@ -329,7 +329,9 @@ def flash_attention_arrays(kind: str, q3: np.ndarray, k3: np.ndarray, v3: np.nda
     """The kernel launch on validated [b*h, seq, d] arrays (uint16 bits for 'f16'/'bf16')."""
     bh, sq, d = q3.shape
     sk = k3.shape[1]
-    scale_log2 = np.float32(scale * LOG2E)
+    # past f32's range: the largest f32 (inf would make 0 * inf = NaN scores; with it every
+    # scaled score past the range is clamped, see _flash_tile)
+    scale_log2 = np.float32(np.clip(scale * LOG2E, -F32_MAX, F32_MAX))
     if kind == "f32":
         out = np.zeros((bh, sq, d), np.float32)
         if bh and sq and d:

@@ -129,7 +129,7 @@ def gemm_tc_kernel(c: f32[:, :], a: u16[:, :], b: u16[:, :], bf: pyptx.constexpr
             c11 = pyptx.mma_sync(a1, (b01[2], b01[3]), c11, atype="bf16" if bf else "f16")
             c12 = pyptx.mma_sync(a1, (b23[0], b23[1]), c12, atype="bf16" if bf else "f16")
             c13 = pyptx.mma_sync(a1, (b23[2], b23[3]), c13, atype="bf16" if bf else "f16")
-        pyptx.syncthreads()
+        pyptx.syncthreads()         # stage s is done: the next step copies tile t + 2 into it
     row = m0 + wm + (lane >> 2)
     col = n0 + wn + (lane & 3) * 2
     _store_tile(c, row, col, c00[0], c00[1], c00[2], c00[3])

@@ -29,6 +29,20 @@ MUTANTS = [
            "    levels = lv\n"
            "    for step in ():\n",
            ("tests/test_quant_golden.py::test_quantize_matches_ggml_reference_bytes[q6_k]",)),
+    Mutant("gemm_tc: no barrier at the end of a K step (tile t + 2 overwrites a stage in use)",
+           "stdlib_kernels/gemm_tc.py",
+           "        pyptx.syncthreads()         # stage s is done: the next step copies tile t + 2 "
+           "into it\n",
+           "",
+           ("tests/test_sanitize_stdlib.py::test_pipelined_kernels_run_clean_over_three_tiles"
+            "[gemm_tc cp.async, K = 96]",)),
+    Mutant("flash_attention_tc: no barrier at the end of a KV step (tile t + 2 overwrites a "
+           "stage in use)",
+           "stdlib_kernels/flash_attention.py",
+           "    pyptx.syncthreads()                 # this stage is refilled two tiles later\n",
+           "",
+           ("tests/test_sanitize_stdlib.py::test_pipelined_kernels_run_clean_over_three_tiles"
+            "[flash_attention_tc causal, 70 keys]",)),
 ]
 
 

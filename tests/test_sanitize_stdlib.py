@@ -2,7 +2,8 @@
 gives the numpy answer.
 
 The table is the whole test: to cover a new kernel, add one `Case(label, run)` where `run(r)`
-calls the public function on random inputs and returns `(got, want, rtol, atol)`.  A finding
+calls the public function on random inputs and returns `(got, want, rtol, atol)` (atol may be a
+per-element bound from an error analysis, e.g. `gemm_bound`).  A finding
 is a bug in the kernel (fix it there), never something to suppress here.
 """
 from __future__ import annotations
@@ -15,13 +16,14 @@ import pytest
 
 import pyptx
 import stdlib_kernels as S
+from test_stdlib_gemm_tc import gemm_bound
 from test_stdlib_refs import (decode_ref, layernorm_ref, randn, rmsnorm_ref, rope_ref,
                               softmax_ref, swiglu_ref)
 
 
 class Case(NamedTuple):
     label: str
-    run: Callable        # rng -> (got, want, rtol, atol)
+    run: Callable        # rng -> (got, want, rtol, atol); atol a scalar or per-element array
 
 
 def _gemm(variant):
@@ -77,7 +79,8 @@ def _gate_up_k(r, k):
 
 def _gemm_tc(r):
     a, b = randn(r, 37, 41).astype(np.float16), randn(r, 41, 53).astype(np.float16)
-    return S.gemm(a, b, "tensor_core"), a.astype(np.float64) @ b.astype(np.float64), 2e-3, 2e-2
+    want, bound = gemm_bound(a, b)              # the error analysis of test_stdlib_gemm_tc
+    return S.gemm(a, b, "tensor_core"), want, 0, bound
 
 
 def _flash(dtype, causal, tol):
@@ -194,4 +197,81 @@ def test_stdlib_runs_clean_under_the_sanitizer(case, monkeypatch):
     r = np.random.default_rng(zlib.crc32(case.label.encode()))
     with pyptx.sanitize(race=True, init=True):
         got, want, rtol, atol = case.run(r)
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+    if np.ndim(atol):                           # a per-element bound from an error analysis
+        err = np.abs(np.asarray(got, np.float64) - want)
+        assert (err <= atol + rtol * np.abs(want)).all(), f"error {err.max():.3g} past the bound"
+    else:
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+# ---- multi-stage kernels: at least 3 tiles in each pipelined dimension ----------------------
+#
+# A kernel that walks K (or the keys) in tiles refills a shared buffer that other warps may still
+# be reading: a double-buffered stage is refilled two tiles later, a single buffer one tile later,
+# and only the barrier that ends each step orders the reads before the refill.  The first place a
+# missing barrier shows is tile 1 prefetching tile 2 into tile 0's stage, so these runs use >= 3
+# tiles (with 2, nothing is refilled while still in use and the race sanitizer has nothing to
+# see); otherwise they are as small as the kernels allow (one block: the executor is slow).
+
+def _dot_bound(a, b):
+    """float64 a @ b and the bound on an f32 kernel's error: K steps c + x·y, each one fma.rn
+    (contracted by the compiler), so K roundings of at most 2^-24·Σ_k|a_k b_k| each."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return a @ b, (a.shape[1] + 1) * 2.0**-24 * (np.abs(a) @ np.abs(b))
+
+
+def _pipe_gemm_tc(k):
+    def run(r):
+        a, b = randn(r, 16, k).astype(np.float16), randn(r, k, 8).astype(np.float16)
+        want, bound = gemm_bound(a, b)
+        return S.gemm(a, b, "tensor_core"), want, bound
+    return run
+
+
+def _pipe_flash(d, sk, causal):
+    def run(r):
+        from test_stdlib_flash_attention import error_bound
+        q, k, v = (randn(r, 1, n, d).astype(np.float16) for n in (16, sk, sk))
+        want, bound = error_bound(q, k, v, causal)
+        return S.flash_attention(q, k, v, causal=causal).astype(np.float64), want, bound
+    return run
+
+
+def _pipe_gemm_tiled(k):
+    def run(r):
+        a, b = randn(r, 8, k), randn(r, k, 8)
+        return (S.gemm(a, b, "tiled"), *_dot_bound(a, b))
+    return run
+
+
+def _pipe_qtiled(r):
+    from stdlib_kernels import quant as Q
+    w = Q.quantize_q8_0(randn(r, 3, 96))
+    x = randn(r, 2, 96)
+    want, bound = _dot_bound(x, Q.dequantize_q8_0(w).T)      # f16 scale · int8: exact in f32
+    return S.q8_0_matmul(x, w, 3, path="tiled"), want, bound
+
+
+def _tiles(n, tile):
+    return -(-n // tile)
+
+
+PIPELINED = [  # (label, run: rng -> (got, want, per-element bound), tiles in the pipelined dim)
+    ("gemm_tc cp.async, K = 96", _pipe_gemm_tc(96), _tiles(96, 32)),
+    ("gemm_tc element-wise staging, K = 97", _pipe_gemm_tc(97), _tiles(97, 32)),
+    ("flash_attention_tc causal, 70 keys", _pipe_flash(16, 70, True), _tiles(70, 32)),
+    ("flash_attention_tc_wide, 48 keys", _pipe_flash(144, 48, False), _tiles(48, 16)),
+    ("gemm tiled, K = 48", _pipe_gemm_tiled(48), _tiles(48, 16)),
+    ("q8_0_matmul tiled, K = 96", _pipe_qtiled, _tiles(96, 32)),
+]
+
+
+@pytest.mark.parametrize("label, run, tiles", PIPELINED, ids=[p[0] for p in PIPELINED])
+def test_pipelined_kernels_run_clean_over_three_tiles(label, run, tiles, monkeypatch):
+    assert tiles >= 3                     # a stage is refilled while in use
+    monkeypatch.setenv("PYPTX_DEVICE", "cpu")
+    r = np.random.default_rng(zlib.crc32(label.encode()))
+    with pyptx.sanitize(race=True, init=True):
+        got, want, bound = run(r)
+    err = np.abs(np.asarray(got, np.float64) - want)
+    assert (err <= bound).all(), f"error {err.max():.3g} past the bound"

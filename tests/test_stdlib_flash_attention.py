@@ -35,6 +35,30 @@ def reference(q, k, v, causal, scale=None):
 UNIT = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
 
 
+def _gamma(n):
+    """4·√n·2^-24: the probabilistic bound on an n-term f32 sum (Higham & Mary 2019: holds with
+    probability ≥ 1 − 2e^-8 for independent roundings; the worst case n·2^-24 is ~50× looser than
+    anything measured and would hide real bugs in the f32 kernel)."""
+    return 4 * np.sqrt(n) * 2.0**-24
+
+
+def logits_and_error(q, k, causal, scale=None):
+    """(float64 logits s = q kᵀ·scale with the causal mask as -inf, η: a bound on the error of
+    each logit in the kernels): γ(d)·|scale|·Σ_c|q_c k_jc| (the f32 dot product) + 2^-23·|s_j|
+    (scale·log2(e) rounded to f32, and the f32 multiply by it) + 2^-21 (ex2.approx: 2 ulp)."""
+    q, k = (np.asarray(x, np.float64) for x in (q, k))
+    h, sq, d = q.shape[-3:]
+    hk, skn = k.shape[-3], k.shape[-2]
+    k = np.repeat(k, h // hk, axis=-3)
+    sc = 1 / np.sqrt(d) if scale is None else scale
+    s = np.einsum("...qd,...kd->...qk", q, k) * sc
+    if causal:
+        s = np.where(np.arange(skn)[None, :] > np.arange(sq)[:, None] + skn - sq, -np.inf, s)
+    eta = (_gamma(d) * abs(sc) * np.einsum("...qd,...kd->...qk", np.abs(q), np.abs(k))
+           + 2.0**-23 * np.abs(np.where(np.isfinite(s), s, 0)) + 2.0**-21)
+    return s, eta
+
+
 def error_bound(q, k, v, causal, scale=None, kind="f16"):
     """(float64 reference, per-element bound on |out - reference|): the error analysis behind
     every tolerance of the attention tests (no blanket tolerance: on an H100 the f16 kernels'
@@ -45,37 +69,31 @@ def error_bound(q, k, v, causal, scale=None, kind="f16"):
       * o rounded to the storage type: u·|o|;
       * P rounded to the storage type for the P·V mma while the row sum l uses f32 p:
         u·Σ_j p_j|v_j| + u·|o|;  the f32 accumulation of P·V over n keys: γ(n)·Σ_j p_j|v_j|;
-      * a logit s_j off by η_j moves o by p_j η_j (v_j − o), so by ≤ Σ_j p_j η_j (|v_j| + |o|),
-        with η_j = γ(d)·|scale|·Σ_c|q_c k_jc| (the f32 dot product), + 2^-23·|s_j| (the
-        scale·log2(e) multiply), + 2^-21 (ex2.approx: 2 ulp relative error in p).
-    γ(n) = 4·√n·2^-24 is the probabilistic bound on an n-term f32 sum (Higham & Mary 2019: holds
-    with probability ≥ 1 − 2e^-8 for independent roundings; the worst case n·2^-24 is ~50× looser
-    than anything measured and would hide real bugs in the f32 kernel).  Times 2 for the
-    second-order terms.  Measured on the CPU executor: f16 uses up to ~20 % of this bound (its
-    rounding terms dominate, and are what an H100 showed); f32 up to ~1.5 % (its bound, ~3e-5,
-    is the Σ|q||k| logit term, 3x tighter than the blanket 1e-4 it replaces).  Rows that see no key have no bound (NaN reference)."""
+      * a logit s_j off by η_j (`logits_and_error`) moves o by p_j η_j (v_j − o) (∂o/∂s_j =
+        p_j (v_j − o)), so by ≤ Σ_j p_j η_j |v_j − o|.  This is what keeps the bound meaningful
+        for huge logits (|s| ~ 1e9, η ~ 1e3): the softmax is one-hot there, the one key with
+        p = 1 has v_j = o, every other p_j is 0, and the bound is the rounding terms alone — as
+        long as the top logit leads the next by far more than η (the tests check that).
+    γ(n) is `_gamma`.  Times 2 for the second-order terms.  Measured on the CPU executor: f16 uses
+    up to ~20 % of this bound (its rounding terms dominate, and are what an H100 showed); f32 up to
+    a few % (its bound, ~3e-5, is the Σ|q||k| logit term).  Rows that see no key have no bound
+    (NaN reference)."""
     u = UNIT[kind]
-    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
-    h, sq, d = q.shape[-3:]
-    hk, skn = k.shape[-3], k.shape[-2]
-    k = np.repeat(k, h // hk, axis=-3)
+    s, eta = logits_and_error(q, k, causal, scale)
+    v = np.asarray(v, np.float64)
+    h, hk = s.shape[-3], v.shape[-3]
     v = np.repeat(v, h // hk, axis=-3)
-    sc = 1 / np.sqrt(d) if scale is None else scale
-    s = np.einsum("...qd,...kd->...qk", q, k) * sc
-    if causal:
-        s = np.where(np.arange(skn)[None, :] > np.arange(sq)[:, None] + skn - sq, -np.inf, s)
     with np.errstate(invalid="ignore"):
         p = np.exp(s - s.max(-1, keepdims=True))
         p = p / p.sum(-1, keepdims=True)
     o = p @ v
-    av = np.abs(v)
-    pv = p @ av
-    gamma = lambda n: 4 * np.sqrt(n) * 2.0**-24                  # noqa: E731
-    eta = (gamma(d) * abs(sc) * np.einsum("...qd,...kd->...qk", np.abs(q), np.abs(k))
-           + 2.0**-23 * np.abs(np.where(np.isfinite(s), s, 0)) + 2.0**-21)
-    pe = p * eta
-    bound = 2 * (u * (2 * np.abs(o) + pv) + gamma(skn) * pv + pe @ av
-                 + np.abs(o) * pe.sum(-1, keepdims=True))
+    pv = p @ np.abs(v)
+    pe = (p * eta).reshape(-1, *p.shape[-2:])
+    vf = v.reshape(-1, *v.shape[-2:])
+    of = o.reshape(-1, *o.shape[-2:])
+    shift = np.stack([np.einsum("qk,qkc->qc", pe[i], np.abs(vf[i][None] - of[i][:, None]))
+                      for i in range(pe.shape[0])]).reshape(o.shape)   # per head: seq² x d
+    bound = 2 * (u * (2 * np.abs(o) + pv) + _gamma(s.shape[-1]) * pv + shift)
     return o, bound
 
 
@@ -139,6 +157,63 @@ def test_scale_and_rows_without_keys(dtype):
     out = sk.flash_attention(q, k, v, causal=True, scale=0.3)
     assert (~np.isfinite(reference(q, k, v, True, 0.3)).all(-1)).any()   # some rows see no key
     assert_within_bound(out, q, k, v, True, 0.3, kind="f32" if dtype == np.float32 else "f16")
+
+
+#: finite inputs whose logits are huge: (kind, |q|, |k| entries up to, scale).  The scaled
+#: scores reach ~1e10 (base 2), where f32 keeps no unit digit: the tensor-core kernels used to
+#: give inf / NaN (a rounded row maximum as the bias, exp2 of the product's rounding error).
+LARGE_LOGITS = [("f16", 30000.0, None), ("bf16", 1e5, None), ("f16", 1.0, 1e10),
+                ("bf16", 1.0, 1e10)]
+
+
+def _half(x, kind):
+    return x.astype(np.float16) if kind == "f16" else from_bf16(to_bf16(x))
+
+
+def _attend(kind, q, k, v, causal, scale):
+    """flash_attention on f16 or bf16 copies of the (already representable) float32 inputs,
+    back as float32."""
+    if kind == "f16":
+        return sk.flash_attention(*(x.astype(np.float16) for x in (q, k, v)), causal=causal,
+                                  scale=scale).astype(np.float32)
+    out = flash_attention_arrays("bf16", *(to_bf16(x) for x in (q, k, v)), 1, causal,
+                                 1 / np.sqrt(q.shape[-1]) if scale is None else scale)
+    return from_bf16(out)
+
+
+@pytest.mark.parametrize("d", [64, 160])                # flash_attention_tc(_wide)_kernel
+@pytest.mark.parametrize("kind, mag, scale", LARGE_LOGITS)
+def test_large_logits(kind, mag, scale, d):
+    """Huge finite logits give the float64 softmax, here one-hot: every output row is v's row at
+    the top logit (a convex combination of v's rows is always finite).  Several K/V tiles, the
+    masked ones included (causal, seq_q < seq_k), so the bias moves between tiles."""
+    r = np.random.default_rng(7)
+    q, k = (_half(r.uniform(-mag, mag, (1, n, d)).astype(np.float32), kind) for n in (40, 70))
+    v = _half(r.standard_normal((1, 70, d)).astype(np.float32), kind)
+    s, eta = logits_and_error(q, k, True, scale)
+    top2 = np.sort(s, -1)[..., -2:]
+    # the reference is well defined: the top logit leads the next by far more than the kernels'
+    # logit error (so e^-(gap - 2η) is 0 in float64 as in f32), and rows see >= 2 keys
+    assert (top2[..., 1] - top2[..., 0] - 2 * eta.max(-1) > 100).all()
+    out = _attend(kind, q, k, v, True, scale)
+    assert np.isfinite(out).all()
+    assert_within_bound(out, q, k, v, True, scale, kind)
+
+
+def test_scores_past_f32_range():
+    """q·k·scale·log2(e) past f32's range: the kernels clamp a scaled score to ±3.4e38, so
+    exp2(s − m) stays defined (no inf − inf); keys past the clamp tie, and every output row is
+    still a convex combination of v's rows (finite, within each column's range of v)."""
+    r = np.random.default_rng(8)
+    q, k, v = (r.standard_normal((1, n, 64)).astype(np.float32) for n in (40, 40, 40))
+    for kind in ("f16", "bf16"):
+        h = [_half(x, kind) for x in (q, k, v)]
+        for scale in (1e38, 3e38):                # scale·log2(e) itself is past f32's range
+            out = _attend(kind, *h, False, scale)
+            assert np.isfinite(out).all()
+            lo, hi = h[2].min(-2, keepdims=True), h[2].max(-2, keepdims=True)
+            slack = UNIT[kind] * np.abs(h[2]).max(-2, keepdims=True) * 3     # P and out rounded
+            assert ((out >= lo - slack) & (out <= hi + slack)).all()
 
 
 def test_every_output_written():
