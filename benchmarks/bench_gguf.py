@@ -166,7 +166,7 @@ def gpu_report(repeat: int) -> int:
                 grid, block = -(-n // qgemv.GEMV_WARPS), 32 * qgemv.GEMV_WARPS
                 for label, run in (
                         ("f32", lambda: f32_kernel[grid, block](out, xd, xs, wd, n, k, m)),
-                        ("dp4a", lambda: dp4a_kernel[grid, block](out, *q8, wd, n, k, m))):
+                        ("dp4a", lambda: dp4a_kernel[grid, block](out, *q8, xd, wd, n, k, m))):
                     t = timed(run, lambda: out.copy_to_host(), repeat)
                     print(f"{fmt} {label:5s} n={n:6d} k={k} m={m}: {w.nbytes / t / 1e9:8.1f} GB/s "
                           f"({t * 1e6:8.1f} us)")

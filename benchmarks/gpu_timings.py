@@ -312,7 +312,7 @@ def q4k_gemv(n: int, k: int, repeat: int, copy_bytes: int) -> dict:
     def launch():
         G.act_q8_kernel[V.ceil_div(xq.size, 128), 128](xh, xl, xq, xs, flat)
         G.q4k_dp4a_kernel[V.ceil_div(n, G.GEMV_WARPS), 32 * G.GEMV_WARPS](
-            od, xh, xl, xq, xs, wd, n, k, 1)
+            od, xh, xl, xq, xs, flat, wd, n, k, 1)
     ms = event_ms(launch, repeat)
     ref = Q.dequantize(w, "q4_k").astype(np.float64) @ x[0].astype(np.float64)
     got = od.copy_to_host().astype(np.float64)

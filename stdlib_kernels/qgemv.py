@@ -10,9 +10,18 @@ Two families:
   conversion instruction), products accumulate in f32; `xs` holds Σx per 16 activations
   (`act_sums_kernel`), which both removes the trick's offset and applies the Q4_K minimum.
 * dp4a (`*_dp4a_kernel`): the activations are quantised per 32 to int8 (scale `xd`) plus an int8
-  residual plane (`act_q8_kernel`: x ≈ xd·(hi + lo/254), so the activation rounding error is
-  ~1/254 of llama.cpp's q8_1 and the result stays within 2e-3 of the float product); weights are
-  masked to bytes and multiplied four at a time with `dp4a`.
+  residual plane (`act_q8_kernel`: x ≈ x̃ = xd·(hi + lo/254), |x − x̃| ≤ xd/508, ~1/254 of
+  llama.cpp's q8_1); weights are masked to bytes and multiplied four at a time with `dp4a`.  The
+  integer dot products are scaled in an order that cannot overflow where the float product does
+  not: the weight scale and `xd` multiply sums of at most 2^19 in units of xd, and the offsets
+  (Q4_K minimums, the Q6_K 32) go through sums of x̃ in units of xd (`xs`), never through Σx.
+
+IEEE semantics (`write_rows`): an output whose fast sum is not finite (an inf or NaN in its
+activation row, a scale overflowing in the mantissa trick) is recomputed by its warp from x and
+the weights dequantised as gguf-py does, Σ x·w in f32: ±inf, and NaN only where the float product
+has one (inf·0, inf − inf, a NaN).  The check is one compare per output after the block loop; the
+hot loop is unchanged.  `act_q8_kernel` makes `xd` NaN for a block holding an inf or NaN, so a
+dp4a sum touching one is never finite.
 
 Lane → weight maps (one warp iteration covers 4 Q4_K blocks, 8 Q6_K blocks or 32 Q8_0 blocks):
 * Q4_K: 8 lanes per block; lane t reads qs bytes 16t..16t+15 (4 words): low nibbles are weights
@@ -58,51 +67,68 @@ def pack4(a: f32, b: f32, c: f32, d: f32):
         | (u32(i32(d)) << 24)
 
 
+#: blocks with max|x| below this are scaled up by TINY_SCALE first, so 127/max|x| stays finite
+TINY = 2.0 ** -64
+TINY_SCALE = 2.0 ** 64
+
+
 @pyptx.kernel
 def act_q8_kernel(xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], x: f32[:]):
-    """Per 32 activations: d = max|x|/127, hi = round(x/d), lo = round((x/d − hi)·254); xs gets
-    the two exact sums of 16.  One thread per group of 32, 128-bit loads and stores.  A NaN or
-    inf in the group makes d NaN, so every output using it is NaN (as in the float product)."""
+    """Per 32 activations: d = max|x|/127, hi = round(x/d), lo = round((x/d − hi)·254) (so
+    x̃ = d·(hi + lo/254)), and per 16 the sum xs = Σ(hi + lo/254) of x̃ in units of d (bounded by
+    16·128: no overflow for any finite x, unlike Σx).  One thread per group of 32, 128-bit loads
+    and stores.
+
+    x/d is x·(127/max|x|): 127/max|x| overflows for max|x| < 127/FLT_MAX ≈ 3.7e-37, so tiny blocks
+    are scaled by 2^64 first (exactly).  An inf or NaN in the group makes its x/d NaN, hence its
+    xs and d NaN: every dp4a sum using the block is then non-finite and `write_rows` recomputes
+    it in floats."""
     g = pyptx.grid(1)
     if g < len(xd):
         o = g * 32
         v = pyptx.local.array(32, f32)
         amax = 0.0
-        s0 = 0.0
-        s1 = 0.0
         for j in pyptx.static_range(8):
             v0, v1, v2, v3 = pyptx.vload(x, o + 4 * j, 4)
             v[4 * j] = v0
             v[4 * j + 1] = v1
             v[4 * j + 2] = v2
             v[4 * j + 3] = v3
-            if j < 4:
-                s0 += (v0 + v1) + (v2 + v3)
-            else:
-                s1 += (v0 + v1) + (v2 + v3)
             amax = max(amax, max(max(abs(v0), abs(v1)), max(abs(v2), abs(v3))))
-        inv = 127.0 / amax if amax > 0.0 else 0.0
+        sc = TINY_SCALE if amax < TINY else 1.0
+        inv = 127.0 / (amax * sc) if amax > 0.0 else 0.0
         hq = xh.view(u32)
         lq = xl.view(u32)
         hw = pyptx.local.array(4, u32)
         lw = pyptx.local.array(4, u32)
+        sums = pyptx.local.array(2, f32)
         for j in pyptx.static_range(2):
+            sh = 0.0
+            sl = 0.0
             for i in pyptx.static_range(4):
                 e = 16 * j + 4 * i
-                h0 = pyptx.math.floor(v[e] * inv + 0.5)
-                h1 = pyptx.math.floor(v[e + 1] * inv + 0.5)
-                h2 = pyptx.math.floor(v[e + 2] * inv + 0.5)
-                h3 = pyptx.math.floor(v[e + 3] * inv + 0.5)
+                y0 = v[e] * sc * inv
+                y1 = v[e + 1] * sc * inv
+                y2 = v[e + 2] * sc * inv
+                y3 = v[e + 3] * sc * inv
+                h0 = pyptx.math.floor(y0 + 0.5)
+                h1 = pyptx.math.floor(y1 + 0.5)
+                h2 = pyptx.math.floor(y2 + 0.5)
+                h3 = pyptx.math.floor(y3 + 0.5)
+                l0 = pyptx.math.floor((y0 - h0) * RES_SCALE + 0.5)
+                l1 = pyptx.math.floor((y1 - h1) * RES_SCALE + 0.5)
+                l2 = pyptx.math.floor((y2 - h2) * RES_SCALE + 0.5)
+                l3 = pyptx.math.floor((y3 - h3) * RES_SCALE + 0.5)
                 hw[i] = pack4(h0, h1, h2, h3)
-                lw[i] = pack4(pyptx.math.floor((v[e] * inv - h0) * RES_SCALE + 0.5),
-                              pyptx.math.floor((v[e + 1] * inv - h1) * RES_SCALE + 0.5),
-                              pyptx.math.floor((v[e + 2] * inv - h2) * RES_SCALE + 0.5),
-                              pyptx.math.floor((v[e + 3] * inv - h3) * RES_SCALE + 0.5))
+                lw[i] = pack4(l0, l1, l2, l3)
+                sh += (h0 + h1) + (h2 + h3)
+                sl += (l0 + l1) + (l2 + l3)
             pyptx.vstore(hq, 8 * g + 4 * j, (hw[0], hw[1], hw[2], hw[3]))
             pyptx.vstore(lq, 8 * g + 4 * j, (lw[0], lw[1], lw[2], lw[3]))
-        xd[g] = amax / 127.0 + (s0 + s1) * 0.0
-        xs[2 * g] = s0
-        xs[2 * g + 1] = s1
+            sums[j] = sh + sl * (1.0 / RES_SCALE)
+        xs[2 * g] = sums[0]
+        xs[2 * g + 1] = sums[1]
+        xd[g] = amax / 127.0 + (sums[0] + sums[1]) * 0.0
 
 
 # ---------------------------------------------------------------------------------- shared parts
@@ -114,12 +140,39 @@ def zero(acc, M):
 
 
 @pyptx.func
-def write_rows(out, acc, M, n: i32, row: i32, lane: i32):
-    """out[r·n + row] = Σ_lanes acc[r] for r < M, stored by lane 0."""
+def write_rows(out, acc, M, n: i32, row: i32, lane: i32, k: i32, weight, w, x):
+    """out[r·n + row] = Σ_lanes acc[r] for r < M, stored by lane 0; a sum that is not finite is
+    recomputed as Σ_p x[r·k + p]·weight(w, row, k, p) in f32 (see the module docstring: the fast
+    sums cannot carry inf the way the float product does, and may overflow in their scaling).
+    warp_sum leaves the same value in every lane, so the whole warp takes the same branch.
+
+    One loop over p serves every row to redo (each weight decoded once): a loop nested deeper
+    than the block loop would make ptxas favour it with registers and rematerialise values in
+    the hot loop instead (+14 % instructions there for Q4_K when it was a loop per row)."""
+    redo = 0
     for r in pyptx.static_range(M):
         v = warp_sum(acc[r])
         if lane == 0:
             out[r * n + row] = v
+        if not (v - v == 0.0):
+            redo = redo | (1 << r)
+    if redo != 0:
+        ex = pyptx.local.array(M, f32)
+        zero(ex, M)
+        p = lane
+        while p < k:
+            wp = weight(w, row, k, p)
+            e = p                       # r·k + p by additions (no r·k shared with the hot loop)
+            for r in pyptx.static_range(M):
+                if (redo >> r) & 1 != 0:
+                    ex[r] += x[e] * wp
+                e += k
+            p += 32
+        for r in pyptx.static_range(M):
+            if (redo >> r) & 1 != 0:
+                v = warp_sum(ex[r])
+                if lane == 0:
+                    out[r * n + row] = v
 
 
 @pyptx.func
@@ -129,21 +182,23 @@ def warp_row():
 
 
 @pyptx.func
-def gemv(out, n: i32, k: i32, M, rows, wv, dot, acts):
+def gemv(out, n: i32, k: i32, M, rows, wv, dot, acts, weight, w, x):
     """The GEMV kernels' body: out[r·n + row] = x[r] · W[row] for r < M, a warp per weight row.
 
     `rows(acc, M, wv, row, lane, k, one, dot, acts)` walks one format's blocks of the row (`wv`:
     the weights as words) and adds the lane's share into acc[r]; `dot` (the f32 or dp4a product
     of one block share) reads the activations through the tuple of arrays `acts`; `one` is
-    one_bits(n) for the f32 products (unused by dp4a: dead code).  Compile-time arguments, so each
-    kernel inlines to the same code as written out by hand."""
+    one_bits(n) for the f32 products (unused by dp4a: dead code).  `weight(w, row, k, p)` (one
+    dequantised weight from the bytes `w`) and the float activations `x` serve the non-finite
+    fallback of `write_rows`.  Compile-time arguments, so each kernel inlines to the same code as
+    written out by hand."""
     lane, row = warp_row()
     if row < n:
         one = one_bits(n)
         acc = pyptx.local.array(M, f32)
         zero(acc, M)
         rows(acc, M, wv, row, lane, k, one, dot, acts)
-        write_rows(out, acc, M, n, row, lane)
+        write_rows(out, acc, M, n, row, lane, k, weight, w, x)
 
 
 @pyptx.func
@@ -160,6 +215,50 @@ def q6k_load(wh, wb: i32, hh: i32, sel: i32, lw, lh, sc):
     for u in pyptx.static_range(4):
         s2 = u32(wh[wb + 96 + 4 * hh + u]) >> (8 * sel)
         sc[u] = d * f32(pyptx.bitcast(u8(s2 & 0xFF), i8))
+
+
+# ---------------------------------------------------------- one weight, as gguf-py dequantises it
+@pyptx.func
+def half_at(w, i: i32):
+    """The fp16 at byte i (even: every GGUF fp16 field is 2-byte aligned) of the bytes w, as f32."""
+    return f32(pyptx.bitcast(u16(u32(w[i]) | (u32(w[i + 1]) << 8)), f16))
+
+
+@pyptx.func
+def q4k_weight(w, row: i32, k: i32, p: i32):
+    """Weight p of Q4_K row `row`: (d·sc)·q − dmin·m in f32, gguf-py's order (the fallback of
+    `write_rows`; bytes read one at a time, it runs only for non-finite sums)."""
+    o = (row * (k >> 8) + (p >> 8)) * 144
+    i = p & 255
+    j = i >> 5
+    e0 = u32(w[o + j])                  # top bits of sc_j (j ≥ 4)
+    e1 = u32(w[o + 4 + j])              # sc_j (j < 4) / top bits of m_j (j ≥ 4)
+    e2 = u32(w[o + 8 + j])              # m_j (j < 4) / low bits of sc_j, m_j (j ≥ 4)
+    sc = e1 & 63 if j < 4 else (e2 & 15) | ((e0 >> 6) << 4)
+    mn = e2 & 63 if j < 4 else (e2 >> 4) | ((e1 >> 6) << 4)
+    q = (u32(w[o + 16 + 32 * (i >> 6) + (i & 31)]) >> (4 * (j & 1))) & 15
+    return (half_at(w, o) * f32(sc)) * f32(q) - half_at(w, o + 2) * f32(mn)
+
+
+@pyptx.func
+def q6k_weight(w, row: i32, k: i32, p: i32):
+    """Weight p of Q6_K row `row`: (d·scale)·(q − 32) in f32, as gguf-py."""
+    o = (row * (k >> 8) + (p >> 8)) * 210
+    i = p & 255
+    h = i >> 7
+    u = (i >> 5) & 3
+    l = i & 31
+    lo = (u32(w[o + 64 * h + 32 * (u & 1) + l]) >> (4 * (u >> 1))) & 15
+    hi = (u32(w[o + 128 + 32 * h + l]) >> (2 * u)) & 3
+    sc = f32(pyptx.bitcast(w[o + 192 + 8 * h + 2 * u + (l >> 4)], i8))
+    return (half_at(w, o + 208) * sc) * f32(i32(lo | (hi << 4)) - 32)
+
+
+@pyptx.func
+def q8_0_weight(w, row: i32, k: i32, p: i32):
+    """Weight p of Q8_0 row `row`: d·q in f32."""
+    o = (row * (k >> 5) + (p >> 5)) * 34
+    return half_at(w, o) * f32(pyptx.bitcast(w[o + 2 + (p & 31)], i8))
 
 
 # ------------------------------------------------------------------------------------------ Q4_K
@@ -209,7 +308,7 @@ def q4k_dot_f32(q0: u32, q1: u32, q2: u32, q3: u32, a0: f32, a1: f32, o0: f32, o
 def q4k_dot_dp4a(q0: u32, q1: u32, q2: u32, q3: u32, a0: f32, a1: f32, o0: f32, o1: f32,
                  acts, p: i32, one: u32):
     """q4k_dot_f32 with int8 activations (acts = (xh, xl, xd, xs) of act_q8_kernel, as i32
-    words): four dp4a per weight word (nibble planes × hi/lo)."""
+    words; xs in units of xd): four dp4a per weight word (nibble planes × hi/lo)."""
     xh, xl, xd, xs = acts
     w = p >> 2
     hl = pyptx.vload(xh, w, 4)          # activations of the low nibbles (x[p..p+15])
@@ -230,8 +329,9 @@ def q4k_dot_dp4a(q0: u32, q1: u32, q2: u32, q3: u32, a0: f32, a1: f32, o0: f32, 
         l1 = pyptx.dp4a(hi, lh[i], l1)
     g = p >> 5
     s = p >> 4
-    return a0 * xd[g] * (f32(h0) + f32(l0) * (1.0 / RES_SCALE)) \
-        + a1 * xd[g + 1] * (f32(h1) + f32(l1) * (1.0 / RES_SCALE)) - o0 * xs[s] - o1 * xs[s + 2]
+    # Σ (a·q − o)·x̃ = xd·(a·Σq(hi + lo/254) − o·xs): every factor bounded, xd applied last
+    return xd[g] * (a0 * (f32(h0) + f32(l0) * (1.0 / RES_SCALE)) - o0 * xs[s]) \
+        + xd[g + 1] * (a1 * (f32(h1) + f32(l1) * (1.0 / RES_SCALE)) - o1 * xs[s + 2])
 
 
 @pyptx.func
@@ -261,15 +361,16 @@ def q4k_rows(acc, M, wq, row: i32, lane: i32, k: i32, one: u32, dot, acts):
 def q4k_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i32,
                     M: pyptx.constexpr):
     """out[r·n + j] = Σ_p x[r·k + p] · W[j, p] for r < M; w is n rows of k/256 Q4_K blocks."""
-    gemv(out, n, k, M, q4k_rows, w.view(u32), q4k_dot_f32, (x, xs))
+    gemv(out, n, k, M, q4k_rows, w.view(u32), q4k_dot_f32, (x, xs), q4k_weight, w, x)
 
 
 @pyptx.kernel
-def q4k_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], w: u8[:],
-                    n: i32, k: i32, M: pyptx.constexpr):
-    """q4k_gemv_kernel on activations quantised by act_q8_kernel."""
+def q4k_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], x: f32[:],
+                    w: u8[:], n: i32, k: i32, M: pyptx.constexpr):
+    """q4k_gemv_kernel on activations quantised by act_q8_kernel (x itself only for the
+    non-finite fallback)."""
     gemv(out, n, k, M, q4k_rows, w.view(u32), q4k_dot_dp4a,
-         (xh.view(i32), xl.view(i32), xd, xs))
+         (xh.view(i32), xl.view(i32), xd, xs), q4k_weight, w, x)
 
 
 @pyptx.kernel
@@ -321,9 +422,8 @@ def q6k_bytes(ql: u32, qh: u32, u):
 
 
 @pyptx.func
-def q6k_run_f32(lq, lh, u, acts, p: i32, one: u32):
-    """Σ (q − 32)·x over the 16 weights of run u (x[p + 32u ..], acts = (x, xs)); the caller
-    scales by d·sc."""
+def q6k_run_f32(lq, lh, u, acts, p: i32, one: u32, a: f32):
+    """a·Σ (q − 32)·x over the 16 weights of run u (x[p + 32u ..], acts = (x, xs)), a = d·sc."""
     x, xs = acts
     dot = 0.0
     for i in pyptx.static_range(4):
@@ -332,12 +432,14 @@ def q6k_run_f32(lq, lh, u, acts, p: i32, one: u32):
         a0, a1, a2, a3 = pyptx.vload(x, e, 4)
         dot = fields_dot4(q6, 0, 6, a0, a1, a2, a3, dot, one)
     # Σ(1 + q/64)x = Σx + Σqx/64
-    return 64.0 * dot - 96.0 * xs[(p >> 4) + 2 * u]
+    return a * (64.0 * dot - 96.0 * xs[(p >> 4) + 2 * u])
 
 
 @pyptx.func
-def q6k_run_dp4a(lw, lh, u, acts, p: i32, one: u32):
-    """q6k_run_f32 against int8 activations (dp4a; acts as for q4k_dot_dp4a)."""
+def q6k_run_dp4a(lw, lh, u, acts, p: i32, one: u32, a: f32):
+    """q6k_run_f32 against int8 activations (dp4a; acts as for q4k_dot_dp4a): (a·xd) times
+    Σq(hi + lo/254) − 32·xs, both in units of xd and bounded, so nothing overflows before the
+    scales meet."""
     hq, lq, xd, xs = acts
     ih = 0
     il = 0
@@ -348,8 +450,8 @@ def q6k_run_dp4a(lw, lh, u, acts, p: i32, one: u32):
         q6 = pyptx.bitcast(q6k_bytes(lw[4 * (u & 1) + i], lh[i], u), i32)
         ih = pyptx.dp4a(q6, h4[i], ih)
         il = pyptx.dp4a(q6, l4[i], il)
-    dot = xd[(p >> 5) + u] * (f32(ih) + f32(il) * (1.0 / RES_SCALE))
-    return dot - 32.0 * xs[(p >> 4) + 2 * u]
+    return (a * xd[(p >> 5) + u]) * (f32(ih) + f32(il) * (1.0 / RES_SCALE)
+                                     - 32.0 * xs[(p >> 4) + 2 * u])
 
 
 @pyptx.func
@@ -372,7 +474,7 @@ def q6k_rows(acc, M, wh, row: i32, lane: i32, k: i32, one: u32, run, acts):
             p = r * k + b * 256 + xoff
             tot = 0.0
             for u in pyptx.static_range(4):
-                tot += sc[u] * run(lw, lh, u, acts, p, one)
+                tot += run(lw, lh, u, acts, p, one, sc[u])
             acc[r] += tot
         b += 8
 
@@ -381,21 +483,21 @@ def q6k_rows(acc, M, wh, row: i32, lane: i32, k: i32, one: u32, run, acts):
 def q6k_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i32,
                     M: pyptx.constexpr):
     """out[r·n + j] = x[r] · W[j] for Q6_K rows (210-byte blocks, read as u16 words)."""
-    gemv(out, n, k, M, q6k_rows, w.view(u16), q6k_run_f32, (x, xs))
+    gemv(out, n, k, M, q6k_rows, w.view(u16), q6k_run_f32, (x, xs), q6k_weight, w, x)
 
 
 @pyptx.kernel
-def q6k_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], w: u8[:],
-                    n: i32, k: i32, M: pyptx.constexpr):
-    """q6k_gemv_kernel on activations quantised by act_q8_kernel."""
+def q6k_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], x: f32[:],
+                    w: u8[:], n: i32, k: i32, M: pyptx.constexpr):
+    """q6k_gemv_kernel on activations quantised by act_q8_kernel (x for the fallback)."""
     gemv(out, n, k, M, q6k_rows, w.view(u16), q6k_run_dp4a,
-         (xh.view(i32), xl.view(i32), xd, xs))
+         (xh.view(i32), xl.view(i32), xd, xs), q6k_weight, w, x)
 
 
 # ------------------------------------------------------------------------------------------ Q8_0
 @pyptx.func
-def q8_0_dot_f32(qv, acts, r, k: i32, b: i32, one: u32):
-    """x[r] · the Q8_0 block b without its scale d (qv: the block's 32 int8 weights as 8 words,
+def q8_0_dot_f32(qv, acts, r, k: i32, b: i32, one: u32, d: f32):
+    """x[r] · the Q8_0 block b of scale d (qv: the block's 32 int8 weights as 8 words,
     acts = (x, xs))."""
     x, xs = acts
     p = r * k + b * 32
@@ -405,13 +507,13 @@ def q8_0_dot_f32(qv, acts, r, k: i32, b: i32, one: u32):
         a0, a1, a2, a3 = pyptx.vload(x, e, 4)
         dot = fields_dot4(qv[i] ^ 0x80808080, 0, 8, a0, a1, a2, a3, dot, one)   # q → q + 128
     # Σ(1 + (q + 128)/256)x = Σx + Σqx/256 + Σx/2
-    return 256.0 * dot - 384.0 * (xs[p >> 4] + xs[(p >> 4) + 1])
+    return d * (256.0 * dot - 384.0 * (xs[p >> 4] + xs[(p >> 4) + 1]))
 
 
 @pyptx.func
-def q8_0_dot_dp4a(qv, acts, r, k: i32, b: i32, one: u32):
+def q8_0_dot_dp4a(qv, acts, r, k: i32, b: i32, one: u32, d: f32):
     """q8_0_dot_f32 against int8 activations (dp4a; acts = (xh, xl, xd) as for q4k_dot_dp4a:
-    no minimums, no sums)."""
+    no minimums, no sums); d·xd first, so a huge xd never meets the integer sum alone."""
     hq, lq, xd = acts
     e = (r * k >> 2) + b * 8
     ih = 0
@@ -422,7 +524,7 @@ def q8_0_dot_dp4a(qv, acts, r, k: i32, b: i32, one: u32):
         l4 = pyptx.vload(lq, e + 4 * (i >> 2), 4)
         ih = pyptx.dp4a(q, h4[i & 3], ih)
         il = pyptx.dp4a(q, l4[i & 3], il)
-    return xd[(r * k >> 5) + b] * (f32(ih) + f32(il) * (1.0 / RES_SCALE))
+    return (d * xd[(r * k >> 5) + b]) * (f32(ih) + f32(il) * (1.0 / RES_SCALE))
 
 
 @pyptx.func
@@ -438,7 +540,7 @@ def q8_0_rows(acc, M, wh, row: i32, lane: i32, k: i32, one: u32, dot, acts):
         for i in pyptx.static_range(8):
             qv[i] = pair16(wh, wb + 1 + 2 * i)
         for r in pyptx.static_range(M):
-            acc[r] += d * dot(qv, acts, r, k, b, one)
+            acc[r] += dot(qv, acts, r, k, b, one, d)
         b += 32
 
 
@@ -446,12 +548,13 @@ def q8_0_rows(acc, M, wh, row: i32, lane: i32, k: i32, one: u32, dot, acts):
 def q8_0_gemv_kernel(out: f32[:], x: f32[:], xs: f32[:], w: u8[:], n: i32, k: i32,
                      M: pyptx.constexpr):
     """out[r·n + j] = x[r] · W[j] for Q8_0 rows (34-byte blocks, u16 words); a lane per block."""
-    gemv(out, n, k, M, q8_0_rows, w.view(u16), q8_0_dot_f32, (x, xs))
+    gemv(out, n, k, M, q8_0_rows, w.view(u16), q8_0_dot_f32, (x, xs), q8_0_weight, w, x)
 
 
 @pyptx.kernel
-def q8_0_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], w: u8[:], n: i32, k: i32,
-                     M: pyptx.constexpr):
-    """q8_0_gemv_kernel on activations quantised by act_q8_kernel (no minimums: no sums)."""
+def q8_0_dp4a_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], x: f32[:], w: u8[:],
+                     n: i32, k: i32, M: pyptx.constexpr):
+    """q8_0_gemv_kernel on activations quantised by act_q8_kernel (no minimums: no sums; x for
+    the fallback)."""
     gemv(out, n, k, M, q8_0_rows, w.view(u16), q8_0_dot_dp4a,
-         (xh.view(i32), xl.view(i32), xd))
+         (xh.view(i32), xl.view(i32), xd), q8_0_weight, w, x)

@@ -13,6 +13,11 @@ global memory and are decoded in registers (GEMV) or once per 64-row tile (tiled
 
 The GEMV paths take any m: activation rows go 8 at a time (a launch per 8 rows, the weights
 re-read from L2/DRAM each time).
+
+Non-finite and huge activations follow the float product x @ dequant(w).T on every path: ±inf
+where it is ±inf, NaN only where it has a NaN (inf·0, inf − inf, a NaN in x), finite results for
+activations up to FLT_MAX as long as the product is finite.  The GEMV kernels recompute an output
+whose fast sum is not finite in plain floats (`qgemv.write_rows`); see `qgemv`.
 """
 from __future__ import annotations
 
@@ -100,7 +105,8 @@ def prepare_sums(x2: np.ndarray) -> np.ndarray:
 
 
 def prepare_q8(x2: np.ndarray):
-    """(hi int8, residual int8, scale per 32, Σ per 16) of the activations for dp4a."""
+    """(hi int8, residual int8, scale xd per 32, Σ(hi + lo/254) per 16) of the activations for
+    dp4a (x ≈ xd·(hi + lo/254); the sums in units of xd)."""
     flat = x2.reshape(-1)
     xh = _alloc_like(flat.size, np.int8, flat)
     xl = _alloc_like(flat.size, np.int8, flat)
@@ -141,7 +147,8 @@ def run(fmt: str, x2: np.ndarray, w: np.ndarray, n: int, path: str) -> np.ndarra
             xq = (xh[a:b], xl[a:b], xd[a // 32:b // 32])
             if fmt != "q8_0":
                 xq += (xs[a // 16:b // 16],)
-            dp4a_kernel[grid, block](out[r:r + rows].reshape(-1), *xq, w, n, k, rows)
+            dp4a_kernel[grid, block](out[r:r + rows].reshape(-1), *xq,
+                                     x2[r:r + rows].reshape(-1), w, n, k, rows)
     return out
 
 

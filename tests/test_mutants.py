@@ -43,6 +43,20 @@ MUTANTS = [
            "",
            ("tests/test_sanitize_stdlib.py::test_pipelined_kernels_run_clean_over_three_tiles"
             "[flash_attention_tc causal, 70 keys]",)),
+    Mutant("GGUF GEMV Q4_K coefficients d*sc and dmin*m rounded through f16 (blanket 2e-3 let it "
+           "pass)",
+           "stdlib_kernels/qgemv.py",
+           "    return d * sc0, d * sc1, dm * m0, dm * m1",
+           "    return f32(f16(d * sc0)), f32(f16(d * sc1)), f32(f16(dm * m0)), f32(f16(dm * m1))",
+           ("tests/test_stdlib_qmatmul.py::test_paths_match_float64[1-f32-q4_k]",
+            "tests/test_stdlib_qmatmul.py::test_paths_match_float64[1-dp4a-q4_k]")),
+    Mutant("GGUF tiled Q4_K coefficients d*sc and dmin*m rounded through f16",
+           "stdlib_kernels/qtiled.py",
+           "    a = half_lo(h) * (sc1 if hi == 1 else sc0)\n"
+           "    o = half_hi(h) * (m1 if hi == 1 else m0)",
+           "    a = f32(f16(half_lo(h) * (sc1 if hi == 1 else sc0)))\n"
+           "    o = f32(f16(half_hi(h) * (m1 if hi == 1 else m0)))",
+           ("tests/test_stdlib_qmatmul.py::test_paths_match_float64[1-tiled-q4_k]",)),
 ]
 
 

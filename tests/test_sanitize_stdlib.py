@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import pyptx
+import qmatmul_reference as R
 import stdlib_kernels as S
 from test_stdlib_gemm_tc import gemm_bound
 from test_stdlib_refs import (decode_ref, layernorm_ref, randn, rmsnorm_ref, rope_ref,
@@ -113,8 +114,8 @@ def _quant(fmt, path, m):
         n, k = 5, 256
         w = getattr(Q, f"quantize_{fmt}")(randn(r, n, k))
         x = randn(r, m, k)
-        want = x.astype(np.float64) @ getattr(Q, f"dequantize_{fmt}")(w).T.astype(np.float64)
-        return fn(x, w, n, path=path), want, 2e-3, 2e-3
+        b = R.Bounds(x, w, fmt)             # the error in units of its path's bound: ≤ 1
+        return (fn(x, w, n, path=path) - b.ref) / b.bound(path), 0 * b.ref, 0, 1
     return run
 
 
@@ -140,9 +141,9 @@ def _q4k_gate_up(r):
     from stdlib_kernels import quant as Q
     n, k = 6, 256
     wg, wu = Q.quantize_q4_k(randn(r, n, k)), Q.quantize_q4_k(randn(r, n, k))
-    x = randn(r, 2, k).astype(np.float64)
-    g, u = (x @ Q.dequantize_q4_k(w).T.astype(np.float64) for w in (wg, wu))
-    return S.q4k_gate_up_swiglu(x.astype(np.float32), wg, wu, n), swiglu_ref(g, u), 2e-3, 2e-3
+    x = randn(r, 2, k)
+    want, bound = R.swiglu_bound(x, wg, wu)
+    return (S.q4k_gate_up_swiglu(x, wg, wu, n) - want) / bound, 0 * want, 0, 1
 
 
 CASES = [
