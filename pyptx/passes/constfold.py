@@ -10,7 +10,7 @@ applied to operands on the fly; one final sweep rewrites uses the first one coul
 """
 from __future__ import annotations
 
-from ..ir.analysis import replace_uses, resolver, reverse_postorder, rewrite_operands
+from ..ir.analysis import cfg, replace_uses, resolver, rewrite_operands
 from ..ir.core import Const, Function, Instr
 from ..ir.ops import OPS
 from .evaluate import evaluate
@@ -149,7 +149,7 @@ def run(fn: Function) -> bool:
     """Fold in place.  Returns True if anything changed."""
     repl: dict[int, object] = {}
     changed = False
-    order = reverse_postorder(fn)
+    order = list(cfg(fn).rpo)
     reached = set(order)
     order += [b for b in fn.blocks if b not in reached]
 

@@ -10,7 +10,7 @@ commutative (two zeros of opposite sign may depend on the order).
 """
 from __future__ import annotations
 
-from ..ir.analysis import DomTree, replace_uses, resolver, rewrite_operands
+from ..ir.analysis import DomTree, cfg, replace_uses, resolver, rewrite_operands
 from ..ir.core import Const, Function
 from ..ir.ops import OPS
 
@@ -41,7 +41,7 @@ def _key(ins):
 
 
 def run(fn: Function, dom: DomTree | None = None) -> bool:
-    dom = dom or DomTree(fn)
+    dom = dom or cfg(fn).dom
     if not dom.rpo:
         return False
     table: dict = {}

@@ -9,17 +9,19 @@ from every predecessor's branch operands as well.
 """
 from __future__ import annotations
 
-from ..ir.analysis import reverse_postorder
+from ..ir.analysis import cfg
 from ..ir.core import BlockArg, Const, Function, Instr
 from ..ir.ops import OPS
 
 
 def remove_unreachable(fn: Function) -> bool:
-    reachable = reverse_postorder(fn)
+    facts = cfg(fn)
+    reachable = facts.rpo
     if len(reachable) == len(fn.blocks):
         return False
     keep = set(reachable)
     fn.blocks[:] = [b for b in fn.blocks if b in keep]
+    facts.rebase(fn)
     return True
 
 

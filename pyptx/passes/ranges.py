@@ -17,7 +17,7 @@ never assumed not to wrap.
 """
 from __future__ import annotations
 
-from ..ir.analysis import reverse_postorder
+from ..ir.analysis import cfg
 from ..ir.core import BlockArg, Const, Function, Instr, Param
 
 ASSUME_NO_SIGNED_OVERFLOW = True
@@ -81,7 +81,7 @@ def _rule(ins: Instr, facts: set) -> bool:
 
 def nonnegative(fn: Function) -> set:
     """ids of the signed integer values of `fn` proven >= 0 (unsigned values are implied)."""
-    order = reverse_postorder(fn)
+    order = cfg(fn).rpo
     incoming: dict[int, list] = {}
     args: list[BlockArg] = []
     for b in order:

@@ -14,7 +14,7 @@ the PTX and larger blocks for CSE.  Rewrites, each local and exact:
 """
 from __future__ import annotations
 
-from ..ir.analysis import predecessors, replace_uses, reverse_postorder
+from ..ir.analysis import cfg, replace_uses
 from ..ir.core import Const, Function
 from .constfold import _fold_branch
 from .dce import remove_unreachable
@@ -118,11 +118,12 @@ def bypass_forwarders(fn: Function) -> bool:
 
 
 def merge_chains(fn: Function) -> bool:
-    preds = predecessors(fn)
+    facts = cfg(fn)
+    preds = dict(facts.preds)            # edited below (entries replaced, never mutated)
     changed = False
     dead = set()
     repl: dict[int, object] = {}
-    for b in reverse_postorder(fn):
+    for b in facts.rpo:
         if b in dead:
             continue
         while True:

@@ -22,7 +22,7 @@ values flowing in; uses after the loop read the last header copy's values.
 """
 from __future__ import annotations
 
-from ..ir.analysis import DomTree, natural_loops, predecessors, replace_uses
+from ..ir.analysis import cfg, replace_uses
 from ..ir.core import Block, BlockArg, Const, Function, Instr
 from ..ir.ops import OPS
 from .evaluate import evaluate
@@ -169,9 +169,8 @@ def _unroll(fn: Function, header: Block, body: set, entry: Block, latch: Block, 
 
 def _candidate(fn: Function):
     """The first innermost loop that fits the budget, with its shape and trip count."""
-    dom = DomTree(fn)
-    loops = natural_loops(fn, dom)
-    preds = predecessors(fn)
+    facts = cfg(fn)
+    dom, loops, preds = facts.dom, facts.loops, facts.preds
     headers = {h for h, _ in loops}
     for header, body in loops:
         if any(h in body and h is not header for h in headers):
