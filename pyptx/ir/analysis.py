@@ -157,26 +157,41 @@ def resolver(mapping: dict[int, object]):
 
 
 def rewrite_operands(ins, mapping: dict[int, object], resolve) -> None:
-    """Replace the operands and branch arguments of one instruction found in `mapping`."""
+    """Replace the operands and branch arguments of one instruction found in `mapping`
+    (the lists are edited in place)."""
     ops = ins.operands
-    for i, v in enumerate(ops):
-        if not isinstance(v, Const) and id(v) in mapping:
-            ops[i] = resolve(v)
+    for v in ops:
+        if v.__class__ is not Const and id(v) in mapping:
+            ops[:] = [resolve(x) if x.__class__ is not Const and id(x) in mapping else x
+                      for x in ops]
+            break
     for _, args in ins.succs:
-        for i, v in enumerate(args):
-            if not isinstance(v, Const) and id(v) in mapping:
-                args[i] = resolve(v)
+        for v in args:
+            if v.__class__ is not Const and id(v) in mapping:
+                args[:] = [resolve(x) if x.__class__ is not Const and id(x) in mapping else x
+                           for x in args]
+                break
 
 
-def replace_uses(fn: Function, mapping: dict[int, object]) -> None:
+def replace_uses(fn: Function, mapping: dict[int, object], blocks=None) -> None:
     """Rewrite every operand and branch argument through `mapping` (id(old) -> new), following
-    chains (a -> b -> c) so that one sweep suffices."""
+    chains (a -> b -> c) so that one sweep suffices.  `blocks`: only these (default: all)."""
     if not mapping:
         return
     resolve = resolver(mapping)
-    for b in fn.blocks:
+    for b in fn.blocks if blocks is None else blocks:
         for ins in b.instrs:
-            rewrite_operands(ins, mapping, resolve)
+            for v in ins.operands:
+                if v.__class__ is not Const and id(v) in mapping:
+                    rewrite_operands(ins, mapping, resolve)
+                    break
+            else:
+                for _, args in ins.succs:
+                    for v in args:
+                        if v.__class__ is not Const and id(v) in mapping:
+                            args[:] = [resolve(x) if x.__class__ is not Const and id(x) in mapping
+                                       else x for x in args]
+                            break
 
 
 def natural_loops(fn: Function, dom: DomTree, preds: dict | None = None
@@ -185,11 +200,16 @@ def natural_loops(fn: Function, dom: DomTree, preds: dict | None = None
     Sorted innermost first (smaller bodies first).  `preds`: predecessors(fn, dom.rpo) if known."""
     if preds is None:
         preds = predecessors(fn, dom.rpo)
+    pre, post = dom._pre, dom._post
     bodies: dict[Block, set] = {}
     for b in dom.rpo:
-        for s in b.successors:
-            if dom.dominates(s, b):
-                body = bodies.setdefault(s, {s})
+        pb, qb = pre[b], post[b]
+        for s in _succ_blocks(b):
+            ps = pre.get(s)                     # dom.dominates(s, b), b reachable
+            if ps is not None and ps <= pb and qb <= post[s]:
+                body = bodies.get(s)
+                if body is None:
+                    body = bodies[s] = {s}
                 stack = [b]
                 while stack:
                     x = stack.pop()

@@ -119,10 +119,6 @@ def _clone_block(b: Block, name: str, vmap: dict, bmap: dict, with_args: bool) -
     return nb
 
 
-def _map(v, vmap):
-    return v if isinstance(v, Const) else vmap.get(id(v), v)
-
-
 def _unroll(fn: Function, header: Block, body: set, entry: Block, latch: Block, cont: int,
             trips: int, order: list) -> None:
     blocks = [b for b in order if b in body]                  # header first (RPO)
@@ -133,6 +129,7 @@ def _unroll(fn: Function, header: Block, body: set, entry: Block, latch: Block, 
     for j in range(trips + 1):
         last = j == trips
         vmap = {id(a): v for a, v in zip(header.args, values)}
+        get = vmap.get
         bmap: dict = {}
         todo = blocks[:1] if last else blocks
         for b in todo:
@@ -141,19 +138,25 @@ def _unroll(fn: Function, header: Block, body: set, entry: Block, latch: Block, 
         heads.append(bmap[header])                            # its arguments became values
         for b in todo:
             nb = bmap[b]
+            out = nb.instrs
             for ins in b.instrs:
-                new = Instr(ins.op, [_map(v, vmap) for v in ins.operands], ins.type,
-                            dict(ins.attrs), ins.loc)
-                new.succs = [(bmap.get(t, t), [_map(v, vmap) for v in args])
-                             for t, args in ins.succs]
-                if b is header and ins.op == "cbr":
-                    new.op, new.operands = "br", []
-                    new.succs = [new.succs[1 - cont] if last else new.succs[cont]]
-                nb.append(new)
+                attrs = ins.attrs
+                new = Instr(ins.op, [v if v.__class__ is Const else get(id(v), v)
+                                     for v in ins.operands], ins.type,
+                            dict(attrs) if attrs else {}, ins.loc)
+                if ins.succs:
+                    new.succs = [(bmap.get(t, t), [v if v.__class__ is Const else get(id(v), v)
+                                                   for v in args]) for t, args in ins.succs]
+                    if b is header and ins.op == "cbr":
+                        new.op, new.operands = "br", []
+                        new.succs = [new.succs[1 - cont] if last else new.succs[cont]]
+                new.block = nb
+                out.append(new)
                 vmap[id(ins)] = new
         if last:
-            # uses after the loop read the values of the last header copy
-            replace_uses(fn, vmap)
+            # uses after the loop read the values of the last header copy (the loop's own
+            # blocks are dropped below, and no copy uses an original value)
+            replace_uses(fn, vmap, [b for b in fn.blocks if b not in body])
         else:
             end = bmap[latch].terminator
             values = end.succs[0][1]
