@@ -31,13 +31,36 @@ def _type_key(t):
 
 
 def _key(ins):
+    """(op, type, attrs, operand keys).  An operand's key is its id (an int) for a value and
+    ("c", type, repr(value)) for a constant: equal keys, equal operands.  Commutative operands
+    are put in a canonical order (ints before tuples, each sorted)."""
     op = ins.op
-    ops = [("c", _type_key(v.type), repr(v.value)) if v.__class__ is Const else ("v", id(v))
-           for v in ins.operands]
+    tk = _TYPE_KEYS
+    ops = []
+    for v in ins.operands:
+        if v.__class__ is Const:
+            t = v.type
+            got = tk.get(id(t))
+            ops.append(("c", got[1] if got is not None and got[0] is t else _type_key(t),
+                        repr(v.value)))
+        else:
+            ops.append(id(v))
     if op in _COMMUTATIVE or (op in _INT_COMMUTATIVE and ins.type.is_int):
-        ops.sort()
+        if len(ops) == 2:
+            a, b = ops
+            if a.__class__ is b.__class__:
+                if b < a:
+                    ops = [b, a]
+            elif a.__class__ is not int:
+                ops = [b, a]
+        else:
+            ops.sort(key=lambda k: (k.__class__ is not int, k if k.__class__ is int else 0,
+                                    () if k.__class__ is int else k))
+    t = ins.type
+    got = tk.get(id(t))
     attrs = ins.attrs
-    return (op, _type_key(ins.type), tuple(sorted(attrs.items())) if attrs else (), tuple(ops))
+    return (op, got[1] if got is not None and got[0] is t else _type_key(t),
+            tuple(sorted(attrs.items())) if attrs else (), tuple(ops))
 
 
 def run(fn: Function, dom: DomTree | None = None) -> bool:
@@ -62,7 +85,13 @@ def run(fn: Function, dom: DomTree | None = None) -> bool:
         kept = []
         for ins in b.instrs:
             if repl:
-                rewrite_operands(ins, repl, resolve)
+                for v in ins.operands:
+                    if v.__class__ is not Const and id(v) in repl:
+                        rewrite_operands(ins, repl, resolve)
+                        break
+                else:
+                    if ins.succs:
+                        rewrite_operands(ins, repl, resolve)
             if ins.op in pure and ins.type is not None:
                 try:
                     k = _key(ins)
@@ -82,5 +111,10 @@ def run(fn: Function, dom: DomTree | None = None) -> bool:
         stack.append((b, True))
         for c in reversed(children[b]):
             stack.append((c, False))
-    replace_uses(fn, repl)      # uses on back edges / in unreachable blocks
+    # Every use in a reachable block was rewritten on the way: its definition dominates it
+    # (SSA), so it was visited first, and a value kept in the table is never replaced later.
+    # What is left: uses in unreachable blocks.
+    if repl:
+        pre = dom._pre
+        replace_uses(fn, repl, [b for b in fn.blocks if b not in pre])
     return bool(repl)
