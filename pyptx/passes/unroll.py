@@ -170,8 +170,57 @@ def _unroll(fn: Function, header: Block, body: set, entry: Block, latch: Block, 
     fn.blocks[pos:pos] = copies
 
 
+def _countable(fn: Function) -> set:
+    """Blocks ending in a `cbr` whose condition `trip_count` might evaluate: built by pure ops
+    from constants and the block's own arguments that receive a constant on some edge.  Any
+    header whose trip count is known is in this set (it over-approximates `_evaluator`), so a
+    loop whose header is not needs no dominators, loops or evaluation at all."""
+    const_args: set = set()
+    cbrs = []
+    for b in fn.blocks:
+        instrs = b.instrs
+        if not instrs:
+            continue
+        t = instrs[-1]
+        if t.op == "cbr":
+            cbrs.append(b)
+        for tgt, args in t.succs:
+            for a, v in zip(tgt.args, args):
+                if v.__class__ is Const:
+                    const_args.add(id(a))
+    out = set()
+    if not cbrs:
+        return out
+    memo: dict = {}
+
+    def possible(v, header, depth):
+        if v.__class__ is Const:
+            return True
+        if v.__class__ is BlockArg:
+            return v.block is header and id(v) in const_args
+        if v.__class__ is not Instr:
+            return False
+        if depth > 64:
+            return True                                       # maybe
+        key = (id(v), id(header))
+        got = memo.get(key)
+        if got is None:
+            info = OPS.get(v.op)
+            got = memo[key] = bool(
+                info is not None and info.pure and info.result and v.op not in ("sreg", "addr")
+                and all(possible(o, header, depth + 1) for o in v.operands))
+        return got
+    for b in cbrs:
+        if possible(b.instrs[-1].operands[0], b, 0):
+            out.add(b)
+    return out
+
+
 def _candidate(fn: Function):
     """The first innermost loop that fits the budget, with its shape and trip count."""
+    maybe = _countable(fn)
+    if not maybe:
+        return None
     facts = cfg(fn)
     dom, loops, preds = facts.dom, facts.loops, facts.preds
     headers = {h for h, _ in loops}
@@ -179,7 +228,7 @@ def _candidate(fn: Function):
         if any(h in body and h is not header for h in headers):
             continue                                          # innermost loops only
         shape = _shape(header, body, preds)
-        if shape is None:
+        if shape is None or header not in maybe:
             continue
         entry, latch, cont = shape
         trips = trip_count(header, body, entry, latch, cont)
