@@ -15,7 +15,7 @@ the PTX and larger blocks for CSE.  Rewrites, each local and exact:
 from __future__ import annotations
 
 from ..ir.analysis import cfg, replace_uses
-from ..ir.core import Const, Function
+from ..ir.core import TERMINATORS, Const, Function
 from .constfold import _fold_branch
 from .dce import remove_unreachable
 
@@ -81,23 +81,35 @@ def _forwarder_target(b, fn, used_outside):
 
 
 def bypass_forwarders(fn: Function) -> bool:
-    # block args used anywhere except their own block's terminator block the bypass
-    used_outside: set[int] = set()
+    # block args used anywhere except their own block's terminator block the bypass.  Only the
+    # arguments of one-instruction blocks are ever asked about (a forwarder is a lone `br`; a
+    # lone `cbr` may become one below), so only their uses are collected.
+    asked: set[int] = set()
     for blk in fn.blocks:
-        for ins in blk.instrs:
-            for v in ins.operands:
-                used_outside.add(id(v))
-            for _, args in ins.succs:
-                for v in args:
-                    if not (len(blk.instrs) == 1 and getattr(v, "block", None) is blk
-                            and not hasattr(v, "op")):
+        if len(blk.instrs) == 1 and blk.args and blk.instrs[0].op in ("br", "cbr"):
+            asked.update(id(a) for a in blk.args)
+    used_outside: set[int] = set()
+    if asked:
+        for blk in fn.blocks:
+            for ins in blk.instrs:
+                for v in ins.operands:
+                    if id(v) in asked:
                         used_outside.add(id(v))
+                for _, args in ins.succs:
+                    for v in args:
+                        if id(v) in asked and not (
+                                len(blk.instrs) == 1 and getattr(v, "block", None) is blk
+                                and not hasattr(v, "op")):
+                            used_outside.add(id(v))
     changed = False
     for blk in fn.blocks:
-        term = blk.terminator
-        if term is None:
+        instrs = blk.instrs
+        if not instrs or instrs[-1].op not in TERMINATORS:
             continue
+        term = instrs[-1]
         for k, (tgt, args) in enumerate(term.succs):
+            if len(tgt.instrs) != 1:
+                continue                                  # not a forwarder
             fwd = _forwarder_target(tgt, fn, used_outside)
             if fwd is None or tgt is blk:
                 continue
