@@ -117,27 +117,7 @@ class IRBuilder:
         d = self.defs.get(var)
         if d is not None and block in d:
             return self.resolve(d[block])
-        # Sealed blocks with one predecessor just pass the predecessor's value on: walk such a
-        # chain here, then let `_read_missing` handle the block it ends at, and record the value
-        # in the chain's blocks deepest first - what the generators below would do, step by step.
-        chain = []
-        b = block
-        sealed, preds = self.sealed, self.preds
-        while True:
-            if b in sealed:
-                p = preds[b]
-                if len(p) == 1:
-                    chain.append(b)
-                    b = p[0][0]
-                    if d is not None and b in d:
-                        val = self.resolve(d[b])
-                        break
-                    continue
-            val = self._drive(self._read_missing(var, b))
-            break
-        for c in reversed(chain):
-            self.write(var, val, c)
-        return val
+        return self._drive(self._read_missing(var, block))
 
     def _drive(self, reader):
         """Run a `_read_missing` generator to its value with an explicit stack of readers.
