@@ -39,7 +39,8 @@ def run(fn: Function) -> bool:
     changed = remove_unreachable(fn)
     # incoming edges of every block: (branch instr, succ index)
     incoming: dict = {b: [] for b in fn.blocks}
-    live: set[int] = set()
+    # live values (instructions, block args, params) by identity: none of them defines __eq__
+    live: set = set()
     work: list = []
     pure = _PURE_BY_OP
 
@@ -50,10 +51,10 @@ def run(fn: Function) -> bool:
                 p = _is_pure(ins.op)
             if not p:
                 for v in ins.operands:
-                    if v.__class__ is not Const and id(v) not in live:
-                        live.add(id(v))
+                    if v.__class__ is not Const and v not in live:
+                        live.add(v)
                         work.append(v)
-                live.add(id(ins))
+                live.add(ins)
             if ins.succs:
                 for k, (tgt, _) in enumerate(ins.succs):
                     incoming[tgt].append((ins, k))
@@ -62,25 +63,31 @@ def run(fn: Function) -> bool:
         cls = v.__class__
         if cls is Instr:
             for x in v.operands:
-                if x.__class__ is not Const and id(x) not in live:
-                    live.add(id(x))
+                if x.__class__ is not Const and x not in live:
+                    live.add(x)
                     work.append(x)
         elif cls is BlockArg:
             idx = v.index
             for br, k in incoming[v.block]:
                 x = br.succs[k][1][idx]
-                if x.__class__ is not Const and id(x) not in live:
-                    live.add(id(x))
+                if x.__class__ is not Const and x not in live:
+                    live.add(x)
                     work.append(x)
+    entry = fn.blocks[0] if fn.blocks else None
     for b in fn.blocks:
         instrs = b.instrs
         for ins in instrs:
-            if id(ins) not in live:
-                b.instrs[:] = [i for i in instrs if id(i) in live]
+            if ins not in live:
+                b.instrs[:] = [i for i in instrs if i in live]
                 changed = True
                 break
-        if b is not fn.entry and any(id(a) not in live for a in b.args):
-            keep_idx = [i for i, a in enumerate(b.args) if id(a) in live]
+        if b is not entry and b.args:
+            for a in b.args:
+                if a not in live:
+                    break
+            else:
+                continue
+            keep_idx = [i for i, a in enumerate(b.args) if a in live]
             for br, k in incoming[b]:
                 tgt, args = br.succs[k]
                 br.succs[k] = (tgt, [args[i] for i in keep_idx])
