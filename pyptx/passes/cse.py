@@ -59,8 +59,13 @@ def _key(ins):
     t = ins.type
     got = tk.get(id(t))
     attrs = ins.attrs
-    return (op, got[1] if got is not None and got[0] is t else _type_key(t),
-            tuple(sorted(attrs.items())) if attrs else (), tuple(ops))
+    if not attrs:
+        akey = ()
+    elif len(attrs) == 1:
+        akey = tuple(attrs.items())          # one item: already sorted
+    else:
+        akey = tuple(sorted(attrs.items()))
+    return (op, got[1] if got is not None and got[0] is t else _type_key(t), akey, tuple(ops))
 
 
 def run(fn: Function, dom: DomTree | None = None) -> bool:

@@ -219,6 +219,11 @@ def _float_op(op, t, vals):
     return None
 
 
+#: ops with no case of their own before the result-type branches of `evaluate`
+_INT_ARITH = frozenset({"add", "sub", "mul", "div", "rem", "floordiv", "floormod", "neg", "abs",
+                        "min", "max", "mulhi", "and", "or", "xor", "not", "shl", "shr", "brev"})
+
+
 def evaluate(op: str, t, attrs: dict, operands: list):
     """Fold `op` (result type t) over Const operands; None = do not fold."""
     vals = [c.value for c in operands]
@@ -226,8 +231,15 @@ def evaluate(op: str, t, attrs: dict, operands: list):
     if isinstance(t, PtrType) or t is bf16:
         return None
     for x in types:
-        if isinstance(x, PtrType) or x is bf16 or x == bf16:
-            return None                  # bf16 ops round through f32 in the backend: not folded
+        if x.__class__ is ScalarType:    # (x == bf16 for a ScalarType x compares names)
+            if x.name == "bf16":
+                return None              # bf16 ops round through f32 in the backend: not folded
+        elif isinstance(x, PtrType) or x is bf16 or x == bf16:
+            return None
+    if op in _INT_ARITH and t.is_int:    # the common case, as the `t.is_int` branch below
+        if op in ("shl", "shr"):
+            return _int_op(op, t, int(vals[0]), int(vals[1]))
+        return _int_op(op, t, *[int(v) for v in vals])
     if op == "pack2":                    # f16/bf16 rounding of two floats: left to the hardware
         return None
     if op == "cmp":

@@ -32,21 +32,27 @@ def _same(a, b) -> bool:
 
 def trivial_args(fn: Function) -> bool:
     """Replace block args that get one value on every edge; drop them from the edges."""
-    incoming: dict = {b: [] for b in fn.blocks}
+    entry = fn.blocks[0] if fn.blocks else None
+    # incoming edges of the blocks that have arguments (the only ones looked at)
+    incoming: dict = {b: [] for b in fn.blocks if b.args and b is not entry}
+    if not incoming:
+        return False
     for b in fn.blocks:
-        t = b.terminator
-        if t is not None:
-            for k, (tgt, _) in enumerate(t.succs):
-                if tgt in incoming:
-                    incoming[tgt].append((t, k))
+        instrs = b.instrs
+        if instrs:
+            t = instrs[-1]
+            if t.op in TERMINATORS:
+                for k, (tgt, _) in enumerate(t.succs):
+                    if tgt in incoming:
+                        incoming[tgt].append((t, k))
     repl: dict[int, object] = {}
-    for b in fn.blocks:
-        if b is fn.entry or not b.args or not incoming[b]:
+    for b, edges in incoming.items():
+        if not edges:
             continue
         drop = []
         for i, a in enumerate(b.args):
             value = None
-            for br, k in incoming[b]:
+            for br, k in edges:
                 v = br.succs[k][1][i]
                 if v is a:
                     continue
@@ -60,7 +66,7 @@ def trivial_args(fn: Function) -> bool:
                     drop.append(i)
         if drop:
             keep = [i for i in range(len(b.args)) if i not in drop]
-            for br, k in incoming[b]:
+            for br, k in edges:
                 tgt, args = br.succs[k]
                 br.succs[k] = (tgt, [args[i] for i in keep])
             b.args[:] = [b.args[i] for i in keep]
@@ -131,7 +137,9 @@ def bypass_forwarders(fn: Function) -> bool:
 
 def merge_chains(fn: Function) -> bool:
     facts = cfg(fn)
-    preds = dict(facts.preds)            # edited below (entries replaced, never mutated)
+    base = facts.preds                   # shared: edits go to `moved` (entries replaced)
+    moved: dict = {}
+    entry = fn.blocks[0]
     changed = False
     dead = set()
     repl: dict[int, object] = {}
@@ -139,20 +147,27 @@ def merge_chains(fn: Function) -> bool:
         if b in dead:
             continue
         while True:
-            term = b.terminator
-            if term is None or term.op != "br":
+            instrs = b.instrs
+            if not instrs:
+                break
+            term = instrs[-1]
+            if term.op != "br":
                 break
             succ, args = term.succs[0]
-            if succ is b or succ is fn.entry or len(preds[succ]) != 1:
+            if succ is b or succ is entry:
+                break
+            p = moved.get(succ)
+            if len(base[succ] if p is None else p) != 1:
                 break
             for a, v in zip(succ.args, args):
                 repl[id(a)] = v
-            b.instrs.pop()
+            instrs.pop()
             for ins in succ.instrs:
                 ins.block = b
-            b.instrs.extend(succ.instrs)
+            instrs.extend(succ.instrs)
             for s in succ.successors:
-                preds[s] = [b if p is succ else p for p in preds[s]]
+                p = moved.get(s)
+                moved[s] = [b if x is succ else x for x in (base[s] if p is None else p)]
             dead.add(succ)
             changed = True
     if dead:
