@@ -175,22 +175,26 @@ def _countable(fn: Function) -> set:
     from constants and the block's own arguments that receive a constant on some edge.  Any
     header whose trip count is known is in this set (it over-approximates `_evaluator`), so a
     loop whose header is not needs no dominators, loops or evaluation at all."""
-    const_args: set = set()
     cbrs = []
     for b in fn.blocks:
         instrs = b.instrs
-        if not instrs:
-            continue
-        t = instrs[-1]
-        if t.op == "cbr":
+        if instrs and instrs[-1].op == "cbr":
             cbrs.append(b)
-        for tgt, args in t.succs:
-            for a, v in zip(tgt.args, args):
-                if v.__class__ is Const:
-                    const_args.add(id(a))
     out = set()
     if not cbrs:
         return out
+    # arguments of those blocks that receive a constant on some edge
+    with_args = {b for b in cbrs if b.args}
+    const_args: set = set()
+    if with_args:
+        for b in fn.blocks:
+            instrs = b.instrs
+            if instrs:
+                for tgt, args in instrs[-1].succs:
+                    if tgt in with_args:
+                        for a, v in zip(tgt.args, args):
+                            if v.__class__ is Const:
+                                const_args.add(id(a))
     memo: dict = {}
 
     def possible(v, header, depth):
