@@ -130,66 +130,71 @@ def _intersect(a, b, idom, order):
     return a
 
 
-def use_counts(fn: Function) -> dict[int, int]:
-    """id(value) -> number of uses (operands and branch arguments).  Consts are not counted."""
-    counts: dict[int, int] = {}
+def use_counts(fn: Function) -> dict:
+    """value -> number of uses (operands and branch arguments).  Consts are not counted.
+    Keys are the values themselves (IR values hash and compare by identity)."""
+    counts: dict = {}
+    get = counts.get
     for b in fn.blocks:
         for ins in b.instrs:
             for v in ins.operands:
-                if not isinstance(v, Const):
-                    counts[id(v)] = counts.get(id(v), 0) + 1
+                if v.__class__ is not Const:
+                    counts[v] = get(v, 0) + 1
             for _, args in ins.succs:
                 for v in args:
-                    if not isinstance(v, Const):
-                        counts[id(v)] = counts.get(id(v), 0) + 1
+                    if v.__class__ is not Const:
+                        counts[v] = get(v, 0) + 1
     return counts
 
 
-def resolver(mapping: dict[int, object]):
-    """v -> its final replacement through `mapping` (id(old) -> new), following chains."""
+def resolver(mapping: dict):
+    """v -> its final replacement through `mapping` (old value -> new), following chains."""
     def resolve(v):
         seen = 0
-        while not isinstance(v, Const) and id(v) in mapping and seen < 1000:
-            v = mapping[id(v)]
+        while v.__class__ is not Const and v in mapping and seen < 1000:
+            v = mapping[v]
             seen += 1
         return v
     return resolve
 
 
-def rewrite_operands(ins, mapping: dict[int, object], resolve) -> None:
+def rewrite_operands(ins, mapping: dict, resolve) -> None:
     """Replace the operands and branch arguments of one instruction found in `mapping`
-    (the lists are edited in place)."""
+    (old value -> new; the lists are edited in place).  Keys are never constants: a constant
+    operand is not looked up (Const compares by value)."""
     ops = ins.operands
     for v in ops:
-        if v.__class__ is not Const and id(v) in mapping:
-            ops[:] = [resolve(x) if x.__class__ is not Const and id(x) in mapping else x
+        if v.__class__ is not Const and v in mapping:
+            ops[:] = [resolve(x) if x.__class__ is not Const and x in mapping else x
                       for x in ops]
             break
     for _, args in ins.succs:
         for v in args:
-            if v.__class__ is not Const and id(v) in mapping:
-                args[:] = [resolve(x) if x.__class__ is not Const and id(x) in mapping else x
+            if v.__class__ is not Const and v in mapping:
+                args[:] = [resolve(x) if x.__class__ is not Const and x in mapping else x
                            for x in args]
                 break
 
 
-def replace_uses(fn: Function, mapping: dict[int, object], blocks=None) -> None:
-    """Rewrite every operand and branch argument through `mapping` (id(old) -> new), following
-    chains (a -> b -> c) so that one sweep suffices.  `blocks`: only these (default: all)."""
+def replace_uses(fn: Function, mapping: dict, blocks=None) -> None:
+    """Rewrite every operand and branch argument through `mapping` (old value -> new),
+    following chains (a -> b -> c) so that one sweep suffices.  `blocks`: only these (default:
+    all).  The keys are the replaced values themselves (never constants), which also keeps
+    them alive while the mapping is in use."""
     if not mapping:
         return
     resolve = resolver(mapping)
     for b in fn.blocks if blocks is None else blocks:
         for ins in b.instrs:
             for v in ins.operands:
-                if v.__class__ is not Const and id(v) in mapping:
+                if v.__class__ is not Const and v in mapping:
                     rewrite_operands(ins, mapping, resolve)
                     break
             else:
                 for _, args in ins.succs:
                     for v in args:
-                        if v.__class__ is not Const and id(v) in mapping:
-                            args[:] = [resolve(x) if x.__class__ is not Const and id(x) in mapping
+                        if v.__class__ is not Const and v in mapping:
+                            args[:] = [resolve(x) if x.__class__ is not Const and x in mapping
                                        else x for x in args]
                             break
 

@@ -148,7 +148,7 @@ def _fold_branch(ins: Instr) -> bool:
 
 def run(fn: Function) -> bool:
     """Fold in place.  Returns True if anything changed."""
-    repl: dict[int, object] = {}
+    repl: dict = {}                      # replaced value -> its replacement
     changed = False
     order = list(cfg(fn).rpo)
     reached = set(order)
@@ -162,7 +162,7 @@ def run(fn: Function) -> bool:
         for i, ins in enumerate(instrs):
             if repl:
                 for v in ins.operands:
-                    if v.__class__ is not Const and id(v) in repl:
+                    if v.__class__ is not Const and v in repl:
                         rewrite_operands(ins, repl, resolve)
                         break
                 else:
@@ -174,7 +174,7 @@ def run(fn: Function) -> bool:
             elif op in foldable:
                 new = fold_instr(ins)
                 if new is not None and new is not ins:
-                    repl[id(ins)] = new
+                    repl[ins] = new
                     changed = True
                     if kept is None:
                         kept = instrs[:i]

@@ -73,7 +73,7 @@ def run(fn: Function, dom: DomTree | None = None) -> bool:
     if not dom.rpo:
         return False
     table: dict = {}
-    repl: dict[int, object] = {}
+    repl: dict = {}                      # replaced value -> its replacement
     children = dom.children
     pure = _PURE_VALUE_OPS
     # iterative preorder walk; on leaving a block, undo the entries it added
@@ -91,7 +91,7 @@ def run(fn: Function, dom: DomTree | None = None) -> bool:
         for ins in b.instrs:
             if repl:
                 for v in ins.operands:
-                    if v.__class__ is not Const and id(v) in repl:
+                    if v.__class__ is not Const and v in repl:
                         rewrite_operands(ins, repl, resolve)
                         break
                 else:
@@ -105,7 +105,7 @@ def run(fn: Function, dom: DomTree | None = None) -> bool:
                     kept.append(ins)
                     continue
                 if prev is not None:
-                    repl[id(ins)] = prev
+                    repl[ins] = prev
                     continue
                 table[k] = ins
                 added.append(k)

@@ -20,7 +20,7 @@ from ..ir.core import Const, Function, Instr
 
 def _single_use_mul(v, t, uses) -> bool:
     """A product worth fusing: one use, and not of two constants (constant folding's job)."""
-    return isinstance(v, Instr) and v.op == "mul" and v.type == t and uses.get(id(v), 0) == 1 \
+    return isinstance(v, Instr) and v.op == "mul" and v.type == t and uses.get(v, 0) == 1 \
         and not all(isinstance(o, Const) for o in v.operands)
 
 

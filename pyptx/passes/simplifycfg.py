@@ -45,7 +45,7 @@ def trivial_args(fn: Function) -> bool:
                 for k, (tgt, _) in enumerate(t.succs):
                     if tgt in incoming:
                         incoming[tgt].append((t, k))
-    repl: dict[int, object] = {}
+    repl: dict = {}
     for b, edges in incoming.items():
         if not edges:
             continue
@@ -62,7 +62,7 @@ def trivial_args(fn: Function) -> bool:
                     break
             else:
                 if value is not None:
-                    repl[id(a)] = value
+                    repl[a] = value
                     drop.append(i)
         if drop:
             keep = [i for i in range(len(b.args)) if i not in drop]
@@ -142,7 +142,7 @@ def merge_chains(fn: Function) -> bool:
     entry = fn.blocks[0]
     changed = False
     dead = set()
-    repl: dict[int, object] = {}
+    repl: dict = {}
     for b in facts.rpo:
         if b in dead:
             continue
@@ -160,7 +160,7 @@ def merge_chains(fn: Function) -> bool:
             if len(base[succ] if p is None else p) != 1:
                 break
             for a, v in zip(succ.args, args):
-                repl[id(a)] = v
+                repl[a] = v
             instrs.pop()
             for ins in succ.instrs:
                 ins.block = b

@@ -114,7 +114,7 @@ def _clone_block(b: Block, name: str, vmap: dict, bmap: dict, with_args: bool) -
     nb = Block(name)
     if with_args:
         for a in b.args:
-            vmap[id(a)] = nb.add_arg(a.type, a.hint)
+            vmap[a] = nb.add_arg(a.type, a.hint)
     bmap[b] = nb
     return nb
 
@@ -128,7 +128,7 @@ def _unroll(fn: Function, header: Block, body: set, entry: Block, latch: Block, 
     latch_ends: list[Instr] = []
     for j in range(trips + 1):
         last = j == trips
-        vmap = {id(a): v for a, v in zip(header.args, values)}
+        vmap = dict(zip(header.args, values))       # original value -> this copy's
         get = vmap.get
         bmap: dict = {}
         todo = blocks[:1] if last else blocks
@@ -141,18 +141,18 @@ def _unroll(fn: Function, header: Block, body: set, entry: Block, latch: Block, 
             out = nb.instrs
             for ins in b.instrs:
                 attrs = ins.attrs
-                new = Instr(ins.op, [v if v.__class__ is Const else get(id(v), v)
+                new = Instr(ins.op, [v if v.__class__ is Const else get(v, v)
                                      for v in ins.operands], ins.type,
                             dict(attrs) if attrs else {}, ins.loc)
                 if ins.succs:
-                    new.succs = [(bmap.get(t, t), [v if v.__class__ is Const else get(id(v), v)
+                    new.succs = [(bmap.get(t, t), [v if v.__class__ is Const else get(v, v)
                                                    for v in args]) for t, args in ins.succs]
                     if b is header and ins.op == "cbr":
                         new.op, new.operands = "br", []
                         new.succs = [new.succs[1 - cont] if last else new.succs[cont]]
                 new.block = nb
                 out.append(new)
-                vmap[id(ins)] = new
+                vmap[ins] = new
         if last:
             # uses after the loop read the values of the last header copy (the loop's own
             # blocks are dropped below, and no copy uses an original value)
