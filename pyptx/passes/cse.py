@@ -30,42 +30,64 @@ def _type_key(t):
     return got[1]
 
 
+_CONST_KEYS: dict = {}
+
+
+def _const_key(v):
+    """("c", repr(type), repr(value)) of a constant, cached for Python ints, bools and floats
+    by (type identity, class, value) (the two zeros and NaNs, whose equality and repr
+    disagree, are not cached)."""
+    x = v.value
+    t = v.type
+    c = x.__class__
+    if c is int or c is bool or (c is float and x == x and x != 0):
+        k = (id(t), c, x)
+        got = _CONST_KEYS.get(k)
+        if got is not None and got[0] is t:
+            return got[1]
+        if len(_CONST_KEYS) > 4096:
+            _CONST_KEYS.clear()
+        key = ("c", _type_key(t), repr(x))
+        _CONST_KEYS[k] = (t, key)
+        return key
+    return ("c", _type_key(t), repr(x))
+
+
 def _key(ins):
-    """(op, type, attrs, operand keys).  An operand's key is its id (an int) for a value and
-    ("c", type, repr(value)) for a constant: equal keys, equal operands.  Commutative operands
-    are put in a canonical order (ints before tuples, each sorted)."""
+    """(op, type, attrs, operand keys...): equal keys, equal instructions.  An operand's key is
+    its id (an int) for a value and ("c", type, repr(value)) for a constant; the operands of
+    commutative ops are put in a canonical order (ints before tuples, each sorted)."""
     op = ins.op
-    tk = _TYPE_KEYS
-    ops = []
-    for v in ins.operands:
-        if v.__class__ is Const:
-            t = v.type
-            got = tk.get(id(t))
-            ops.append(("c", got[1] if got is not None and got[0] is t else _type_key(t),
-                        repr(v.value)))
-        else:
-            ops.append(id(v))
-    if op in _COMMUTATIVE or (op in _INT_COMMUTATIVE and ins.type.is_int):
-        if len(ops) == 2:
-            a, b = ops
-            if a.__class__ is b.__class__:
-                if b < a:
-                    ops = [b, a]
-            elif a.__class__ is not int:
-                ops = [b, a]
-        else:
-            ops.sort(key=lambda k: (k.__class__ is not int, k if k.__class__ is int else 0,
-                                    () if k.__class__ is int else k))
     t = ins.type
-    got = tk.get(id(t))
+    got = _TYPE_KEYS.get(id(t))
+    tk = got[1] if got is not None and got[0] is t else _type_key(t)
     attrs = ins.attrs
     if not attrs:
-        akey = ()
+        ak = ()
     elif len(attrs) == 1:
-        akey = tuple(attrs.items())          # one item: already sorted
+        ak = tuple(attrs.items())            # one item: already sorted
     else:
-        akey = tuple(sorted(attrs.items()))
-    return (op, got[1] if got is not None and got[0] is t else _type_key(t), akey, tuple(ops))
+        ak = tuple(sorted(attrs.items()))
+    ops = ins.operands
+    if len(ops) == 2:
+        a, b = ops
+        a = id(a) if a.__class__ is not Const else _const_key(a)
+        b = id(b) if b.__class__ is not Const else _const_key(b)
+        if op in _COMMUTATIVE or (op in _INT_COMMUTATIVE and t.is_int):
+            if a.__class__ is b.__class__:
+                if b < a:
+                    a, b = b, a
+            elif a.__class__ is not int:
+                a, b = b, a
+        return (op, tk, ak, a, b)
+    if len(ops) == 1:
+        a = ops[0]
+        return (op, tk, ak, id(a) if a.__class__ is not Const else _const_key(a))
+    keys = [id(v) if v.__class__ is not Const else _const_key(v) for v in ops]
+    if len(keys) > 2 and (op in _COMMUTATIVE or (op in _INT_COMMUTATIVE and t.is_int)):
+        keys.sort(key=lambda k: (k.__class__ is not int, k if k.__class__ is int else 0,
+                                 () if k.__class__ is int else k))
+    return (op, tk, ak, *keys)
 
 
 def run(fn: Function, dom: DomTree | None = None) -> bool:
