@@ -35,7 +35,14 @@ def _is_pure(op: str) -> bool:
     return got
 
 
+#: whether the last `run` removed block arguments (and so edited branch operands); read by the
+#: pipeline's skip bookkeeping (passes/__init__.py): without that, a run only deleted
+#: instructions and unreachable blocks
+ARGS_REMOVED = [False]
+
+
 def run(fn: Function) -> bool:
+    ARGS_REMOVED[0] = False
     changed = remove_unreachable(fn)
     # incoming edges of every block: (branch instr, succ index)
     incoming: dict = {b: [] for b in fn.blocks}
@@ -95,4 +102,5 @@ def run(fn: Function) -> bool:
             for i, a in enumerate(b.args):
                 a.index = i
             changed = True
+            ARGS_REMOVED[0] = True
     return changed

@@ -176,13 +176,21 @@ def merge_chains(fn: Function) -> bool:
     return changed
 
 
+#: whether the last `run` ended on a round that edited nothing (reported or silent): then the
+#: IR is a fixpoint and running again would edit nothing (read by passes/__init__.py)
+FIXPOINT = [False]
+
+
 def run(fn: Function) -> bool:
     changed = False
+    FIXPOINT[0] = False
     for _ in range(4):
+        silent = SILENT_EDITS[0]
         step = trivial_args(fn)
         step |= bypass_forwarders(fn)
         step |= merge_chains(fn)
         changed |= step
         if not step:
+            FIXPOINT[0] = SILENT_EDITS[0] == silent
             break
     return changed
