@@ -141,9 +141,17 @@ def _unroll(fn: Function, header: Block, body: set, entry: Block, latch: Block, 
             out = nb.instrs
             for ins in b.instrs:
                 attrs = ins.attrs
-                new = Instr(ins.op, [v if v.__class__ is Const else get(v, v)
-                                     for v in ins.operands], ins.type,
-                            dict(attrs) if attrs else {}, ins.loc)
+                ops = ins.operands
+                if len(ops) == 2:                             # (no comprehension frame)
+                    x, y = ops
+                    ops = [x if x.__class__ is Const else get(x, x),
+                           y if y.__class__ is Const else get(y, y)]
+                elif len(ops) == 1:
+                    x = ops[0]
+                    ops = [x if x.__class__ is Const else get(x, x)]
+                else:
+                    ops = [v if v.__class__ is Const else get(v, v) for v in ops]
+                new = Instr(ins.op, ops, ins.type, dict(attrs) if attrs else {}, ins.loc)
                 if ins.succs:
                     new.succs = [(bmap.get(t, t), [v if v.__class__ is Const else get(v, v)
                                                    for v in args]) for t, args in ins.succs]

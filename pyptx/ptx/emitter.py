@@ -98,6 +98,8 @@ class FunctionEmitter:
         """Operands of an arithmetic instruction; not all of them may be immediates."""
         for v in operands:
             if v.__class__ is not Const:
+                if len(operands) == 2:
+                    return [self.src(operands[0]), self.src(operands[1])]
                 return [self.src(v) for v in operands]
         return [self.reg(operands[0])] + [self.src(v) for v in operands[1:]]
 
