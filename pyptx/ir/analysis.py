@@ -39,7 +39,10 @@ def _succ_blocks(b: Block):
     if instrs:
         t = instrs[-1]
         if t.op in TERMINATORS:
-            return [s for s, _ in t.succs]
+            succs = t.succs
+            if len(succs) == 2:                  # cbr (no comprehension frame)
+                return [succs[0][0], succs[1][0]]
+            return [s for s, _ in succs]
     return ()
 
 

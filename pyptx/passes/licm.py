@@ -80,10 +80,14 @@ def run(fn: Function) -> bool:
                 continue
             kept = []
             for ins in b.instrs:
-                if _hoistable(ins) and all(
-                        getattr(v, "block", None) not in body for v in ins.operands):
-                    hoisted.append(ins)
-                    ins.block = ph
+                if _hoistable(ins):
+                    for v in ins.operands:
+                        if getattr(v, "block", None) in body:
+                            kept.append(ins)
+                            break
+                    else:
+                        hoisted.append(ins)
+                        ins.block = ph
                 else:
                     kept.append(ins)
             if len(kept) != len(b.instrs):

@@ -218,9 +218,14 @@ def _countable(fn: Function) -> set:
         got = memo.get(key)
         if got is None:
             info = OPS.get(v.op)
-            got = memo[key] = bool(
-                info is not None and info.pure and info.result and v.op not in ("sreg", "addr")
-                and all(possible(o, header, depth + 1) for o in v.operands))
+            got = False
+            if info is not None and info.pure and info.result and v.op not in ("sreg", "addr"):
+                got = True
+                for o in v.operands:
+                    if not possible(o, header, depth + 1):
+                        got = False
+                        break
+            memo[key] = got
         return got
     for b in cbrs:
         if possible(b.instrs[-1].operands[0], b, 0):
