@@ -91,6 +91,13 @@ def _cleanup(step, fn: Function) -> None:
 
 def run_pipeline(fn: Function, opt_level: int = 2, fma: bool = True) -> Function:
     """Optimise `fn` in place and return it."""
+    try:
+        return _run(fn, opt_level, fma)
+    finally:
+        fn.__dict__.pop("_cfg_cache", None)     # analyses the passes shared (analysis.cfg)
+
+
+def _run(fn: Function, opt_level: int, fma: bool) -> Function:
     if opt_level <= 0:
         dce.remove_unreachable(fn)
         strength.run(fn, use_ranges=False)
