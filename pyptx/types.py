@@ -59,6 +59,14 @@ class ScalarType:
             return np.uint16(bf16_bits(value))
         return self.dtype.type(value)
 
+    def __post_init__(self):
+        # kind facts as plain attributes (read in every pass's inner loops): is_float,
+        # is_int (signed or unsigned), is_signed, is_bool
+        object.__setattr__(self, "is_float", self.kind == "float")
+        object.__setattr__(self, "is_int", self.kind in ("int", "uint"))
+        object.__setattr__(self, "is_signed", self.kind == "int")
+        object.__setattr__(self, "is_bool", self.kind == "bool")
+
     def __repr__(self) -> str:
         return self.name
 
@@ -66,26 +74,10 @@ class ScalarType:
         return hash(self.name)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, ScalarType) and other.name == self.name
+        return other is self or isinstance(other, ScalarType) and other.name == self.name
 
     def __reduce__(self):
         return (scalar, (self.name,))
-
-    @property
-    def is_float(self) -> bool:
-        return self.kind == "float"
-
-    @property
-    def is_int(self) -> bool:
-        return self.kind in ("int", "uint")
-
-    @property
-    def is_signed(self) -> bool:
-        return self.kind == "int"
-
-    @property
-    def is_bool(self) -> bool:
-        return self.kind == "bool"
 
 
 def _row(name, kind, bits, dtype, ptx, bitsuffix, reg, prefix, mem):

@@ -11,7 +11,7 @@ import operator
 import numpy as np
 
 from .. import types as T
-from ..ir.core import Const, Instr
+from ..ir.core import BlockArg, Const, Instr, Param
 from .values import PY_SCALARS, is_const, make_const, sample_literal, weak_join
 from .describe import describe  # noqa: F401 - re-exported: arith.describe(v)
 
@@ -35,8 +35,14 @@ def emit(cx, op, operands, t, weak=False, **attrs):
     return ins
 
 
+#: the IR value classes (a value of one of these with a ScalarType is a scalar)
+_IR_VALUES = frozenset({Instr, BlockArg, Const, Param})
+
+
 def type_of(cx, v) -> tuple[T.ScalarType, bool]:
     """(type, weak) of a scalar value; CompileError for anything that is not a scalar."""
+    if v.__class__ in _IR_VALUES and v.type.__class__ is T.ScalarType:
+        return v.type, v in cx.b.weak           # the common case of the checks below
     if isinstance(v, PY_SCALARS):
         try:
             return T.literal_type(v), True
@@ -54,6 +60,8 @@ def convert(cx, v, t: T.ScalarType):
     """`v` as an IR value of type `t` (cvt semantics: wrap, truncate toward zero, saturate)."""
     if isinstance(v, PY_SCALARS):
         return make_const(v, t)
+    if v.__class__ in _IR_VALUES and v.type is t:
+        return v                                # type_of(v) is t: already that type
     src = type_of(cx, v)[0]
     if src == t:
         return v

@@ -24,7 +24,6 @@ from .values import PY_SCALARS, ArrayView, is_const
 
 
 def is_allowed_object(v) -> bool:
-    from ..dsl import Dim3, Intrinsic, MemorySpace, SpecialRegister
     return isinstance(v, (pytypes.ModuleType, DeviceFunction, T.ScalarType, T.ArrayType,
                           Intrinsic, SpecialRegister, Dim3, MemorySpace, Kernel,
                           pytypes.FunctionType, pytypes.BuiltinFunctionType, type,
@@ -39,8 +38,6 @@ def lower_call(cx, node):
     for k in node.keywords:
         if k.arg is None:
             raise cx.err("'**kwargs' in calls is not supported; pass arguments by name", node)
-    from ..dsl import Intrinsic
-    from .intrinsics import BUILTINS, REGISTRY
     if isinstance(callee, Intrinsic) and callee.intrinsic == "static_range":
         raise cx.err("static_range() can only be used as 'for i in pyptx.static_range(N)'")
     if callee is builtins.range:
@@ -60,7 +57,6 @@ def lower_call(cx, node):
         if kwargs or not 1 <= len(args) <= 2:
             raise cx.err("c64(re, im) / complex(re, im) take one or two numbers")
         return make(cx, *args)
-    from .complex64 import BoundConjugate, conjugate
     if isinstance(callee, BoundConjugate):
         return conjugate(cx, callee, args, kwargs)
     if isinstance(callee, T.ScalarType):
@@ -330,3 +326,9 @@ def _result(cx, site: ReturnSite):
 
 
 __all__ = ["lower_call", "inline", "lower_return", "is_allowed_object", "PY_SCALARS"]
+
+# Bound once (an import statement in lower_call costs about a microsecond per call); last,
+# since intrinsics and complex64 import this package's other modules.
+from ..dsl import Dim3, Intrinsic, MemorySpace, SpecialRegister  # noqa: E402
+from .complex64 import BoundConjugate, conjugate  # noqa: E402
+from .intrinsics import BUILTINS, REGISTRY  # noqa: E402

@@ -76,6 +76,11 @@ _UNSUPPORTED_EXPRS = {
 }
 
 
+#: id(obj) -> obj for objects `Lowerer.compile_time` accepted as themselves (modules,
+#: intrinsics, functions, types): the next lookup skips the chain of type checks
+_ACCEPTED: dict = {}
+
+
 class Scope:
     """The names of one function body being lowered (the kernel, or one inlined call)."""
     __slots__ = ("src", "globals", "closure", "prefix", "objvars", "dyn_locals", "loops",
@@ -290,9 +295,10 @@ class Lowerer:
 
     def compile_time(self, v, name: str):
         """Check (and adapt) a Python object a kernel refers to by name or attribute."""
-        from .calls import is_allowed_object
         if isinstance(v, PY_SCALARS) or v is None or isinstance(v, str):
             return v
+        if _ACCEPTED.get(id(v)) is v:   # accepted as itself before (the checks depend on its
+            return v                    # type only)
         if isinstance(v, tuple):         # a module-level tuple of constants, like Numba's
             return tuple(self.compile_time(x, name) for x in v)
         if isinstance(v, complex):
@@ -315,6 +321,9 @@ class Lowerer:
             except KeyError:
                 pass
         if is_allowed_object(v) or callable(v):
+            if len(_ACCEPTED) >= 1024:
+                _ACCEPTED.clear()
+            _ACCEPTED[id(v)] = v        # held, so its id stays its own
             return v
         kind = type(v).__name__
         raise self.err(f"'{name}' is a {kind}; kernels can only use int, float and bool "
@@ -417,7 +426,6 @@ class Lowerer:
                            f"store into an array parameter, e.g. out[i] = v", node)
         index = self.index_expr(node.slice)
         self.set_loc(node)
-        from .views import has_slice
         n_idx = len(index) if isinstance(index, tuple) else 1
         if has_slice(index) or n_idx < base.ndim:
             raise self.err("cannot assign to a slice or a row in a kernel; assign elements, "
@@ -425,7 +433,6 @@ class Lowerer:
         return base, memory.element_ptr(self, base, index)
 
     def index_expr(self, node):
-        from .views import lower_slice
         if isinstance(node, ast.Slice):
             return lower_slice(self, node)
         if isinstance(node, ast.Tuple) and any(isinstance(e, ast.Slice) for e in node.elts):
@@ -602,7 +609,13 @@ class Lowerer:
     # ---- expressions ----------------------------------------------------------------------------
     def expr(self, node):
         saved = self.node
-        self.set_loc(node)
+        # set_loc(node), its cached case inline (this is the hottest call of the walk)
+        c = getattr(node, "_pyptx_loc", None)
+        if c is not None and not self.loc_frozen and c[0] is self.scope.src:
+            self.node = node
+            self.b.loc = c[1]
+        else:
+            self.set_loc(node)
         method = _EXPR_DISPATCH.get(type(node))
         if method is None:
             msg = _UNSUPPORTED_EXPRS.get(type(node), "this kind of expression is not supported "
@@ -720,7 +733,6 @@ class Lowerer:
         attr = node.attr
         if isinstance(value, ArrayView):
             return memory.attribute(self, value, attr)
-        from .complex64 import attribute as complex_attribute, is_complex
         if is_complex(value):
             return complex_attribute(self, value, attr)
         if is_const(value) or isinstance(value, (Instr, BlockArg, Const)) or \
@@ -737,7 +749,6 @@ class Lowerer:
             raise self.err(missing_attribute(value, attr, ast.unparse(node.value))) from None
         if self.deps is not None:
             self.deps.append(("a", value, attr, got))
-        from ..dsl import SpecialRegister
         if isinstance(got, SpecialRegister):
             return arith.emit(self, "sreg", [], T.i32, name=got.sreg)
         return self.compile_time(got, attr)
@@ -747,7 +758,6 @@ class Lowerer:
         index = self.index_expr(node.slice)
         self.set_loc(node)
         if isinstance(value, ArrayView):
-            from .views import has_slice, subview
             n_idx = len(index) if isinstance(index, tuple) else 1
             if has_slice(index) or n_idx < value.ndim:
                 return subview(self, value, index)
@@ -784,7 +794,6 @@ class Lowerer:
                 f"index from 0 to {n - 1}")
 
     def e_call(self, node):
-        from .calls import lower_call
         return lower_call(self, node)
 
 
@@ -801,3 +810,10 @@ _EXPR_DISPATCH = {
     ast.Attribute: Lowerer.e_attribute, ast.Subscript: Lowerer.e_subscript,
     ast.Call: Lowerer.e_call,
 }
+
+# Helpers the walk calls for nearly every expression, bound once here (an import statement in
+# a method costs about a microsecond per call); imported last since they import arith/memory.
+from ..dsl import SpecialRegister  # noqa: E402
+from .calls import is_allowed_object, lower_call  # noqa: E402
+from .complex64 import attribute as complex_attribute, is_complex  # noqa: E402
+from .views import has_slice, lower_slice, subview  # noqa: E402

@@ -295,7 +295,13 @@ def _clone(cx, tpl: Template, args: list):
             vals[slot] = ins
             created.append((ins, succs))
     for ins, succs in created:
-        ins.operands = [vals[o] if o.__class__ is int else o for o in ins.operands]
+        ops = ins.operands
+        if len(ops) == 2:                         # (no comprehension frame for the usual case)
+            x, y = ops
+            ins.operands = [vals[x] if x.__class__ is int else x,
+                            vals[y] if y.__class__ is int else y]
+        else:
+            ins.operands = [vals[o] if o.__class__ is int else o for o in ops]
         if succs:
             ins.succs = [(new_blocks[t], [vals[o] if o.__class__ is int else o for o in ops])
                          for t, ops in succs]

@@ -100,17 +100,21 @@ class IRBuilder:
 
     # ---- variables ---------------------------------------------------------------------------
     def resolve(self, v):
-        while True:
-            try:
-                nxt = self.replaced.get(v)
-            except TypeError:          # unhashable compile-time object
-                return v
+        # only block arguments are ever replaced (a trivial argument by its one value), so
+        # anything else - a constant, an instruction, a compile-time object - is final
+        replaced = self.replaced
+        while v.__class__ is BlockArg:
+            nxt = replaced.get(v)
             if nxt is None:
                 return v
             v = nxt
+        return v
 
     def write(self, var: str, value, block: Block | None = None) -> None:
-        self.defs.setdefault(var, {})[block or self.block] = value
+        d = self.defs.get(var)
+        if d is None:
+            d = self.defs[var] = {}
+        d[block or self.block] = value
 
     def read(self, var: str, block: Block | None = None):
         block = block or self.block

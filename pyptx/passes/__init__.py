@@ -22,9 +22,32 @@ MAX_ROUNDS = 4
 
 class _Tracker:
     """Skips a pass run that provably does nothing: the pass's previous run reported no change
-    and no pass has edited the IR since (passes are deterministic functions of the IR).  This
-    keeps the rounds, their order and the result exactly as without it; it only saves the
-    last round's re-checks of passes whose input did not change."""
+    and no pass has edited the IR since (passes are deterministic functions of the IR), or the
+    only edits since were ones that cannot give it work (below).  This keeps the rounds, their
+    order and the result exactly as without it; it only saves re-checks whose answer is known.
+    (tests/test_passes_skips.py re-runs every skipped call on a copy and checks it.)
+
+    Edits by dce that keep a pass's "nothing to do" (dce deletes instructions no live value
+    uses, unreachable blocks, and block arguments no live value uses together with their
+    incoming branch operands; every remaining instruction keeps its operands, the reachable
+    CFG is unchanged, and no remaining value's users or facts come from what was deleted):
+      * dce itself: its result is a fixpoint (the same roots give the same live set);
+      * cse: the dominator tree and every remaining key are unchanged, and the table at each
+        point holds a subset of what it held before, so no new match appears;
+      * addressing, widen, strength: they read memory ops, their address chains, mul/gep and
+        int div/rem with their operand trees and the sign facts of live values only;
+      * constfold, when no block argument was removed: each remaining instruction and cbr is
+        exactly as before (removing arguments could make a cbr's two edges equal).
+    Not fma (a deleted user can leave a mul with one use), simplifycfg (a deleted use can free
+    a forwarding block), unroll (smaller bodies fit the budget).
+
+    Passes whose own edits leave nothing for a second run:
+      * dce (above), cse: on SSA form every instruction is keyed after its operands reached
+        their final values, and the table holds exactly the instructions kept, so a second walk
+        makes the same lookups and finds no match;
+      * simplifycfg, when its last round edited nothing (FIXPOINT): a second run starts with
+        that same round.
+    """
 
     def __init__(self):
         self.version = 0
@@ -36,10 +59,24 @@ class _Tracker:
         silent = simplifycfg.SILENT_EDITS[0]
         changed = pass_run(fn)
         if changed or simplifycfg.SILENT_EDITS[0] != silent:
+            old = self.version
             self.version += 1
+            if pass_run is cse.run or (pass_run is simplifycfg.run and simplifycfg.FIXPOINT[0]):
+                self.clean[pass_run] = self.version
+            elif pass_run is dce.run:
+                clean = self.clean
+                clean[dce.run] = self.version
+                for q in _SURVIVE_DCE:
+                    if clean.get(q) == old:
+                        clean[q] = self.version
+                if not dce.ARGS_REMOVED[0] and clean.get(constfold.run) == old:
+                    clean[constfold.run] = self.version
         else:
             self.clean[pass_run] = self.version
         return changed
+
+
+_SURVIVE_DCE = (cse.run, addressing.run, widen.run, strength.run)
 
 
 def _cleanup(step, fn: Function) -> None:
@@ -54,6 +91,13 @@ def _cleanup(step, fn: Function) -> None:
 
 def run_pipeline(fn: Function, opt_level: int = 2, fma: bool = True) -> Function:
     """Optimise `fn` in place and return it."""
+    try:
+        return _run(fn, opt_level, fma)
+    finally:
+        fn.__dict__.pop("_cfg_cache", None)     # analyses the passes shared (analysis.cfg)
+
+
+def _run(fn: Function, opt_level: int, fma: bool) -> Function:
     if opt_level <= 0:
         dce.remove_unreachable(fn)
         strength.run(fn, use_ranges=False)

@@ -11,7 +11,7 @@ applied to operands on the fly; one final sweep rewrites uses the first one coul
 """
 from __future__ import annotations
 
-from ..ir.analysis import replace_uses, resolver, reverse_postorder, rewrite_operands
+from ..ir.analysis import cfg, replace_uses, resolver, rewrite_operands
 from ..ir.core import Const, Function, Instr
 from ..ir.ops import OPS
 from .evaluate import evaluate
@@ -106,6 +106,7 @@ def simplify(ins: Instr):
 #: has a rule for: a set lookup instead of re-deriving both for every instruction.
 _FOLDABLE = frozenset(name for name, info in OPS.items()
                       if info.pure and info.result and name not in _NEVER_FOLD)
+_FOLDABLE_OR_GEP = _FOLDABLE | {"gep"}
 _SIMPLIFIED = frozenset({"select", "add", "sub", "mul", "div", "and", "or", "xor", "shl", "shr",
                          "cvt", "neg", "not"})
 
@@ -148,31 +149,51 @@ def _fold_branch(ins: Instr) -> bool:
 
 def run(fn: Function) -> bool:
     """Fold in place.  Returns True if anything changed."""
-    repl: dict[int, object] = {}
+    repl: dict = {}                      # replaced value -> its replacement
     changed = False
-    order = reverse_postorder(fn)
+    order = list(cfg(fn).rpo)
     reached = set(order)
     order += [b for b in fn.blocks if b not in reached]
 
     resolve = resolver(repl)
+    foldable = _FOLDABLE_OR_GEP
     for b in order:
-        kept = []
-        for ins in b.instrs:
+        kept = None
+        instrs = b.instrs
+        for i, ins in enumerate(instrs):
             if repl:
-                rewrite_operands(ins, repl, resolve)
-            if ins.op == "cbr" and _fold_branch(ins):
+                for v in ins.operands:
+                    if v.__class__ is not Const and v in repl:
+                        rewrite_operands(ins, repl, resolve)
+                        break
+                else:
+                    if ins.succs:
+                        rewrite_operands(ins, repl, resolve)
+            op = ins.op
+            if op == "cbr" and _fold_branch(ins):
                 changed = True
-            elif ins.op == "trap_if" and isinstance(ins.operands[0], Const) \
+            elif op == "trap_if" and isinstance(ins.operands[0], Const) \
                     and not ins.operands[0].value:
                 changed = True                  # a check that can never fail
+                if kept is None:
+                    kept = instrs[:i]
                 continue
-            new = fold_instr(ins)
-            if new is not None and new is not ins:
-                repl[id(ins)] = new
-                changed = True
-                continue
-            kept.append(ins)
-        if len(kept) != len(b.instrs):
+            elif op in foldable:
+                new = fold_instr(ins)
+                if new is not None and new is not ins:
+                    repl[ins] = new
+                    changed = True
+                    if kept is None:
+                        kept = instrs[:i]
+                    continue
+            if kept is not None:
+                kept.append(ins)
+        if kept is not None:
             b.instrs[:] = kept
-    replace_uses(fn, repl)
+    # A reachable use comes after its definition in reverse postorder (SSA: the definition
+    # dominates it) and was rewritten on the way; a replacement is final when made (it is a
+    # constant or a value visited before).  What is left: unreachable blocks using values of
+    # unreachable blocks visited after them.
+    if repl:
+        replace_uses(fn, repl, [b for b in fn.blocks if b not in reached])
     return changed

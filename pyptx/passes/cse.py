@@ -10,7 +10,7 @@ commutative (two zeros of opposite sign may depend on the order).
 """
 from __future__ import annotations
 
-from ..ir.analysis import DomTree, replace_uses, resolver, rewrite_operands
+from ..ir.analysis import DomTree, cfg, replace_uses, resolver, rewrite_operands
 from ..ir.core import Const, Function
 from ..ir.ops import OPS
 
@@ -30,22 +30,72 @@ def _type_key(t):
     return got[1]
 
 
+_CONST_KEYS: dict = {}
+
+
+def _const_key(v):
+    """("c", repr(type), repr(value)) of a constant, cached for Python ints, bools and floats
+    by (type identity, class, value) (the two zeros and NaNs, whose equality and repr
+    disagree, are not cached)."""
+    x = v.value
+    t = v.type
+    c = x.__class__
+    if c is int or c is bool or (c is float and x == x and x != 0):
+        k = (id(t), c, x)
+        got = _CONST_KEYS.get(k)
+        if got is not None and got[0] is t:
+            return got[1]
+        if len(_CONST_KEYS) > 4096:
+            _CONST_KEYS.clear()
+        key = ("c", _type_key(t), repr(x))
+        _CONST_KEYS[k] = (t, key)
+        return key
+    return ("c", _type_key(t), repr(x))
+
+
 def _key(ins):
+    """(op, type, attrs, operand keys...): equal keys, equal instructions.  An operand's key is
+    its id (an int) for a value and ("c", type, repr(value)) for a constant; the operands of
+    commutative ops are put in a canonical order (ints before tuples, each sorted)."""
     op = ins.op
-    ops = [("c", _type_key(v.type), repr(v.value)) if v.__class__ is Const else ("v", id(v))
-           for v in ins.operands]
-    if op in _COMMUTATIVE or (op in _INT_COMMUTATIVE and ins.type.is_int):
-        ops.sort()
+    t = ins.type
+    got = _TYPE_KEYS.get(id(t))
+    tk = got[1] if got is not None and got[0] is t else _type_key(t)
     attrs = ins.attrs
-    return (op, _type_key(ins.type), tuple(sorted(attrs.items())) if attrs else (), tuple(ops))
+    if not attrs:
+        ak = ()
+    elif len(attrs) == 1:
+        ak = tuple(attrs.items())            # one item: already sorted
+    else:
+        ak = tuple(sorted(attrs.items()))
+    ops = ins.operands
+    if len(ops) == 2:
+        a, b = ops
+        a = id(a) if a.__class__ is not Const else _const_key(a)
+        b = id(b) if b.__class__ is not Const else _const_key(b)
+        if op in _COMMUTATIVE or (op in _INT_COMMUTATIVE and t.is_int):
+            if a.__class__ is b.__class__:
+                if b < a:
+                    a, b = b, a
+            elif a.__class__ is not int:
+                a, b = b, a
+        return (op, tk, ak, a, b)
+    if len(ops) == 1:
+        a = ops[0]
+        return (op, tk, ak, id(a) if a.__class__ is not Const else _const_key(a))
+    keys = [id(v) if v.__class__ is not Const else _const_key(v) for v in ops]
+    if len(keys) > 2 and (op in _COMMUTATIVE or (op in _INT_COMMUTATIVE and t.is_int)):
+        keys.sort(key=lambda k: (k.__class__ is not int, k if k.__class__ is int else 0,
+                                 () if k.__class__ is int else k))
+    return (op, tk, ak, *keys)
 
 
 def run(fn: Function, dom: DomTree | None = None) -> bool:
-    dom = dom or DomTree(fn)
+    dom = dom or cfg(fn).dom
     if not dom.rpo:
         return False
     table: dict = {}
-    repl: dict[int, object] = {}
+    repl: dict = {}                      # replaced value -> its replacement
     children = dom.children
     pure = _PURE_VALUE_OPS
     # iterative preorder walk; on leaving a block, undo the entries it added
@@ -62,7 +112,13 @@ def run(fn: Function, dom: DomTree | None = None) -> bool:
         kept = []
         for ins in b.instrs:
             if repl:
-                rewrite_operands(ins, repl, resolve)
+                for v in ins.operands:
+                    if v.__class__ is not Const and v in repl:
+                        rewrite_operands(ins, repl, resolve)
+                        break
+                else:
+                    if ins.succs:
+                        rewrite_operands(ins, repl, resolve)
             if ins.op in pure and ins.type is not None:
                 try:
                     k = _key(ins)
@@ -71,7 +127,7 @@ def run(fn: Function, dom: DomTree | None = None) -> bool:
                     kept.append(ins)
                     continue
                 if prev is not None:
-                    repl[id(ins)] = prev
+                    repl[ins] = prev
                     continue
                 table[k] = ins
                 added.append(k)
@@ -82,5 +138,10 @@ def run(fn: Function, dom: DomTree | None = None) -> bool:
         stack.append((b, True))
         for c in reversed(children[b]):
             stack.append((c, False))
-    replace_uses(fn, repl)      # uses on back edges / in unreachable blocks
+    # Every use in a reachable block was rewritten on the way: its definition dominates it
+    # (SSA), so it was visited first, and a value kept in the table is never replaced later.
+    # What is left: uses in unreachable blocks.
+    if repl:
+        pre = dom._pre
+        replace_uses(fn, repl, [b for b in fn.blocks if b not in pre])
     return bool(repl)

@@ -9,17 +9,19 @@ from every predecessor's branch operands as well.
 """
 from __future__ import annotations
 
-from ..ir.analysis import reverse_postorder
+from ..ir.analysis import cfg
 from ..ir.core import BlockArg, Const, Function, Instr
 from ..ir.ops import OPS
 
 
 def remove_unreachable(fn: Function) -> bool:
-    reachable = reverse_postorder(fn)
+    facts = cfg(fn)
+    reachable = facts.rpo
     if len(reachable) == len(fn.blocks):
         return False
     keep = set(reachable)
     fn.blocks[:] = [b for b in fn.blocks if b in keep]
+    facts.rebase(fn)
     return True
 
 
@@ -33,11 +35,19 @@ def _is_pure(op: str) -> bool:
     return got
 
 
+#: whether the last `run` removed block arguments (and so edited branch operands); read by the
+#: pipeline's skip bookkeeping (passes/__init__.py): without that, a run only deleted
+#: instructions and unreachable blocks
+ARGS_REMOVED = [False]
+
+
 def run(fn: Function) -> bool:
+    ARGS_REMOVED[0] = False
     changed = remove_unreachable(fn)
     # incoming edges of every block: (branch instr, succ index)
     incoming: dict = {b: [] for b in fn.blocks}
-    live: set[int] = set()
+    # live values (instructions, block args, params) by identity: none of them defines __eq__
+    live: set = set()
     work: list = []
     pure = _PURE_BY_OP
 
@@ -48,10 +58,10 @@ def run(fn: Function) -> bool:
                 p = _is_pure(ins.op)
             if not p:
                 for v in ins.operands:
-                    if v.__class__ is not Const and id(v) not in live:
-                        live.add(id(v))
+                    if v.__class__ is not Const and v not in live:
+                        live.add(v)
                         work.append(v)
-                live.add(id(ins))
+                live.add(ins)
             if ins.succs:
                 for k, (tgt, _) in enumerate(ins.succs):
                     incoming[tgt].append((ins, k))
@@ -60,25 +70,31 @@ def run(fn: Function) -> bool:
         cls = v.__class__
         if cls is Instr:
             for x in v.operands:
-                if x.__class__ is not Const and id(x) not in live:
-                    live.add(id(x))
+                if x.__class__ is not Const and x not in live:
+                    live.add(x)
                     work.append(x)
         elif cls is BlockArg:
             idx = v.index
             for br, k in incoming[v.block]:
                 x = br.succs[k][1][idx]
-                if x.__class__ is not Const and id(x) not in live:
-                    live.add(id(x))
+                if x.__class__ is not Const and x not in live:
+                    live.add(x)
                     work.append(x)
+    entry = fn.blocks[0] if fn.blocks else None
     for b in fn.blocks:
         instrs = b.instrs
         for ins in instrs:
-            if id(ins) not in live:
-                b.instrs[:] = [i for i in instrs if id(i) in live]
+            if ins not in live:
+                b.instrs[:] = [i for i in instrs if i in live]
                 changed = True
                 break
-        if b is not fn.entry and any(id(a) not in live for a in b.args):
-            keep_idx = [i for i, a in enumerate(b.args) if id(a) in live]
+        if b is not entry and b.args:
+            for a in b.args:
+                if a not in live:
+                    break
+            else:
+                continue
+            keep_idx = [i for i, a in enumerate(b.args) if a in live]
             for br, k in incoming[b]:
                 tgt, args = br.succs[k]
                 br.succs[k] = (tgt, [args[i] for i in keep_idx])
@@ -86,4 +102,5 @@ def run(fn: Function) -> bool:
             for i, a in enumerate(b.args):
                 a.index = i
             changed = True
+            ARGS_REMOVED[0] = True
     return changed

@@ -13,6 +13,7 @@ reproduce), min/max of two zeros of opposite sign.
 from __future__ import annotations
 
 import math
+import operator
 from fractions import Fraction
 
 import numpy as np
@@ -121,7 +122,14 @@ def _bitcast(v, src, dst):
     return int(out)
 
 
+_CMP = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le,
+        "gt": operator.gt, "ge": operator.ge}
+_PY_NUMBERS = frozenset({int, float, bool})
+
+
 def _cmp(pred, a, b):
+    if a.__class__ in _PY_NUMBERS and b.__class__ in _PY_NUMBERS:
+        return bool(_CMP[pred](a, b))         # plain Python numbers: no numpy error state
     with np.errstate(all="ignore"):
         return bool({"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b,
                      "gt": a > b, "ge": a >= b}[pred])
@@ -211,14 +219,27 @@ def _float_op(op, t, vals):
     return None
 
 
+#: ops with no case of their own before the result-type branches of `evaluate`
+_INT_ARITH = frozenset({"add", "sub", "mul", "div", "rem", "floordiv", "floormod", "neg", "abs",
+                        "min", "max", "mulhi", "and", "or", "xor", "not", "shl", "shr", "brev"})
+
+
 def evaluate(op: str, t, attrs: dict, operands: list):
     """Fold `op` (result type t) over Const operands; None = do not fold."""
     vals = [c.value for c in operands]
     types = [c.type for c in operands]
-    if any(isinstance(x, PtrType) for x in types) or isinstance(t, PtrType):
+    if isinstance(t, PtrType) or t is bf16:
         return None
-    if t is bf16 or bf16 in types:       # bf16 ops round through f32 in the backend: not folded
-        return None
+    for x in types:
+        if x.__class__ is ScalarType:    # (x == bf16 for a ScalarType x compares names)
+            if x.name == "bf16":
+                return None              # bf16 ops round through f32 in the backend: not folded
+        elif isinstance(x, PtrType) or x is bf16 or x == bf16:
+            return None
+    if op in _INT_ARITH and t.is_int:    # the common case, as the `t.is_int` branch below
+        if op in ("shl", "shr"):
+            return _int_op(op, t, int(vals[0]), int(vals[1]))
+        return _int_op(op, t, *[int(v) for v in vals])
     if op == "pack2":                    # f16/bf16 rounding of two floats: left to the hardware
         return None
     if op == "cmp":

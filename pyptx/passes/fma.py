@@ -20,7 +20,7 @@ from ..ir.core import Const, Function, Instr
 
 def _single_use_mul(v, t, uses) -> bool:
     """A product worth fusing: one use, and not of two constants (constant folding's job)."""
-    return isinstance(v, Instr) and v.op == "mul" and v.type == t and uses.get(id(v), 0) == 1 \
+    return isinstance(v, Instr) and v.op == "mul" and v.type == t and uses.get(v, 0) == 1 \
         and not all(isinstance(o, Const) for o in v.operands)
 
 
@@ -33,7 +33,24 @@ def _neg(v, block, before: list, loc):
     return n
 
 
+def _has_candidate(fn: Function) -> bool:
+    """Whether some float add/sub has a non-constant `mul` of its own type as an operand: the
+    only shape the rewrite below looks at (it also needs the mul to have one use)."""
+    for b in fn.blocks:
+        for ins in b.instrs:
+            if ins.op in ("add", "sub"):
+                t = ins.type
+                if getattr(t, "is_float", False):
+                    for v in ins.operands:
+                        if v.__class__ is Instr and v.op == "mul" and v.type == t \
+                                and not all(o.__class__ is Const for o in v.operands):
+                            return True
+    return False
+
+
 def run(fn: Function) -> bool:
+    if not _has_candidate(fn):
+        return False
     uses = use_counts(fn)
     dead: set[int] = set()
     changed = False

@@ -15,7 +15,7 @@ header's block arguments through), then the analyses are computed once more.
 """
 from __future__ import annotations
 
-from ..ir.analysis import DomTree, natural_loops, predecessors
+from ..ir.analysis import cfg
 from ..ir.core import Block, Const, Function, Instr
 from ..ir.ops import OPS
 
@@ -56,20 +56,19 @@ def _hoistable(ins: Instr) -> bool:
 
 
 def run(fn: Function) -> bool:
-    dom = DomTree(fn)
-    loops = natural_loops(fn, dom)
+    facts = cfg(fn)
+    dom, loops = facts.dom, facts.loops
     if not loops:
         return False
-    preds = predecessors(fn)
+    preds = facts.preds
     created = False
     for header, body in loops:
         if header is not fn.entry and _preheader(header, body, preds) is None:
             created |= _make_preheader(fn, header, body, preds) is not None
-            preds = predecessors(fn)
+            preds = cfg(fn).preds
     if created:
-        dom = DomTree(fn)
-        loops = natural_loops(fn, dom)
-        preds = predecessors(fn)
+        facts = cfg(fn)
+        dom, loops, preds = facts.dom, facts.loops, facts.preds
     changed = created
     for header, body in loops:
         ph = _preheader(header, body, preds)
@@ -81,10 +80,14 @@ def run(fn: Function) -> bool:
                 continue
             kept = []
             for ins in b.instrs:
-                if _hoistable(ins) and all(
-                        getattr(v, "block", None) not in body for v in ins.operands):
-                    hoisted.append(ins)
-                    ins.block = ph
+                if _hoistable(ins):
+                    for v in ins.operands:
+                        if getattr(v, "block", None) in body:
+                            kept.append(ins)
+                            break
+                    else:
+                        hoisted.append(ins)
+                        ins.block = ph
                 else:
                     kept.append(ins)
             if len(kept) != len(b.instrs):

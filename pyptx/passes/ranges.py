@@ -17,7 +17,7 @@ never assumed not to wrap.
 """
 from __future__ import annotations
 
-from ..ir.analysis import reverse_postorder
+from ..ir.analysis import cfg
 from ..ir.core import BlockArg, Const, Function, Instr, Param
 
 ASSUME_NO_SIGNED_OVERFLOW = True
@@ -36,7 +36,7 @@ def known_nonneg(v, facts: set) -> bool:
         return True
     if isinstance(v, Const):
         return v.value >= 0
-    return id(v) in facts
+    return v in facts
 
 
 def _rule(ins: Instr, facts: set) -> bool:
@@ -80,35 +80,38 @@ def _rule(ins: Instr, facts: set) -> bool:
 
 
 def nonnegative(fn: Function) -> set:
-    """ids of the signed integer values of `fn` proven >= 0 (unsigned values are implied)."""
-    order = reverse_postorder(fn)
-    incoming: dict[int, list] = {}
+    """The signed integer values of `fn` proven >= 0 (unsigned values are implied), as a set
+    of the values themselves (IR values hash by identity)."""
+    order = cfg(fn).rpo
+    incoming: dict = {}
     args: list[BlockArg] = []
     for b in order:
         for a in b.args:
             if _int(a.type) and a.type.is_signed:
                 args.append(a)
-                incoming[id(a)] = []
+                incoming[a] = []
     for b in order:
         term = b.terminator
         if term is None:
             continue
         for tgt, targs in term.succs:
             for a, v in zip(tgt.args, targs):
-                if id(a) in incoming:
-                    incoming[id(a)].append(v)
+                got = incoming.get(a)
+                if got is not None:
+                    got.append(v)
     given = fn.attrs.get("nonneg_params", ())
-    base = {id(p) for p in fn.params if isinstance(p, Param) and p.name in given}
-    assumed = {id(a) for a in args}          # optimistic start, only ever shrinks
+    base = {p for p in fn.params if isinstance(p, Param) and p.name in given}
+    assumed = set(args)                      # optimistic start, only ever shrinks
+    # the signed integer instructions, in order (the fixpoint below sweeps them repeatedly)
+    signed = [ins for b in order for ins in b.instrs
+              if ins.type is not None and _int(ins.type) and ins.type.is_signed]
     while True:
         facts = base | assumed
-        for b in order:
-            for ins in b.instrs:
-                if ins.type is not None and _int(ins.type) and ins.type.is_signed \
-                        and _rule(ins, facts):
-                    facts.add(id(ins))
-        still = {id(a) for a in args if id(a) in assumed
-                 and all(known_nonneg(v, facts) for v in incoming[id(a)])}
+        for ins in signed:
+            if _rule(ins, facts):
+                facts.add(ins)
+        still = {a for a in args if a in assumed
+                 and all(known_nonneg(v, facts) for v in incoming[a])}
         if still == assumed:
             return facts
         assumed = still

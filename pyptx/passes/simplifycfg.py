@@ -14,8 +14,8 @@ the PTX and larger blocks for CSE.  Rewrites, each local and exact:
 """
 from __future__ import annotations
 
-from ..ir.analysis import predecessors, replace_uses, reverse_postorder
-from ..ir.core import Const, Function
+from ..ir.analysis import cfg, replace_uses
+from ..ir.core import TERMINATORS, Const, Function
 from .constfold import _fold_branch
 from .dce import remove_unreachable
 
@@ -32,21 +32,27 @@ def _same(a, b) -> bool:
 
 def trivial_args(fn: Function) -> bool:
     """Replace block args that get one value on every edge; drop them from the edges."""
-    incoming: dict = {b: [] for b in fn.blocks}
+    entry = fn.blocks[0] if fn.blocks else None
+    # incoming edges of the blocks that have arguments (the only ones looked at)
+    incoming: dict = {b: [] for b in fn.blocks if b.args and b is not entry}
+    if not incoming:
+        return False
     for b in fn.blocks:
-        t = b.terminator
-        if t is not None:
-            for k, (tgt, _) in enumerate(t.succs):
-                if tgt in incoming:
-                    incoming[tgt].append((t, k))
-    repl: dict[int, object] = {}
-    for b in fn.blocks:
-        if b is fn.entry or not b.args or not incoming[b]:
+        instrs = b.instrs
+        if instrs:
+            t = instrs[-1]
+            if t.op in TERMINATORS:
+                for k, (tgt, _) in enumerate(t.succs):
+                    if tgt in incoming:
+                        incoming[tgt].append((t, k))
+    repl: dict = {}
+    for b, edges in incoming.items():
+        if not edges:
             continue
         drop = []
         for i, a in enumerate(b.args):
             value = None
-            for br, k in incoming[b]:
+            for br, k in edges:
                 v = br.succs[k][1][i]
                 if v is a:
                     continue
@@ -56,11 +62,11 @@ def trivial_args(fn: Function) -> bool:
                     break
             else:
                 if value is not None:
-                    repl[id(a)] = value
+                    repl[a] = value
                     drop.append(i)
         if drop:
             keep = [i for i in range(len(b.args)) if i not in drop]
-            for br, k in incoming[b]:
+            for br, k in edges:
                 tgt, args = br.succs[k]
                 br.succs[k] = (tgt, [args[i] for i in keep])
             b.args[:] = [b.args[i] for i in keep]
@@ -81,23 +87,35 @@ def _forwarder_target(b, fn, used_outside):
 
 
 def bypass_forwarders(fn: Function) -> bool:
-    # block args used anywhere except their own block's terminator block the bypass
-    used_outside: set[int] = set()
+    # block args used anywhere except their own block's terminator block the bypass.  Only the
+    # arguments of one-instruction blocks are ever asked about (a forwarder is a lone `br`; a
+    # lone `cbr` may become one below), so only their uses are collected.
+    asked: set[int] = set()
     for blk in fn.blocks:
-        for ins in blk.instrs:
-            for v in ins.operands:
-                used_outside.add(id(v))
-            for _, args in ins.succs:
-                for v in args:
-                    if not (len(blk.instrs) == 1 and getattr(v, "block", None) is blk
-                            and not hasattr(v, "op")):
+        if len(blk.instrs) == 1 and blk.args and blk.instrs[0].op in ("br", "cbr"):
+            asked.update(id(a) for a in blk.args)
+    used_outside: set[int] = set()
+    if asked:
+        for blk in fn.blocks:
+            for ins in blk.instrs:
+                for v in ins.operands:
+                    if id(v) in asked:
                         used_outside.add(id(v))
+                for _, args in ins.succs:
+                    for v in args:
+                        if id(v) in asked and not (
+                                len(blk.instrs) == 1 and getattr(v, "block", None) is blk
+                                and not hasattr(v, "op")):
+                            used_outside.add(id(v))
     changed = False
     for blk in fn.blocks:
-        term = blk.terminator
-        if term is None:
+        instrs = blk.instrs
+        if not instrs or instrs[-1].op not in TERMINATORS:
             continue
+        term = instrs[-1]
         for k, (tgt, args) in enumerate(term.succs):
+            if len(tgt.instrs) != 1:
+                continue                                  # not a forwarder
             fwd = _forwarder_target(tgt, fn, used_outside)
             if fwd is None or tgt is blk:
                 continue
@@ -118,28 +136,38 @@ def bypass_forwarders(fn: Function) -> bool:
 
 
 def merge_chains(fn: Function) -> bool:
-    preds = predecessors(fn)
+    facts = cfg(fn)
+    base = facts.preds                   # shared: edits go to `moved` (entries replaced)
+    moved: dict = {}
+    entry = fn.blocks[0]
     changed = False
     dead = set()
-    repl: dict[int, object] = {}
-    for b in reverse_postorder(fn):
+    repl: dict = {}
+    for b in facts.rpo:
         if b in dead:
             continue
         while True:
-            term = b.terminator
-            if term is None or term.op != "br":
+            instrs = b.instrs
+            if not instrs:
+                break
+            term = instrs[-1]
+            if term.op != "br":
                 break
             succ, args = term.succs[0]
-            if succ is b or succ is fn.entry or len(preds[succ]) != 1:
+            if succ is b or succ is entry:
+                break
+            p = moved.get(succ)
+            if len(base[succ] if p is None else p) != 1:
                 break
             for a, v in zip(succ.args, args):
-                repl[id(a)] = v
-            b.instrs.pop()
+                repl[a] = v
+            instrs.pop()
             for ins in succ.instrs:
                 ins.block = b
-            b.instrs.extend(succ.instrs)
+            instrs.extend(succ.instrs)
             for s in succ.successors:
-                preds[s] = [b if p is succ else p for p in preds[s]]
+                p = moved.get(s)
+                moved[s] = [b if x is succ else x for x in (base[s] if p is None else p)]
             dead.add(succ)
             changed = True
     if dead:
@@ -148,13 +176,21 @@ def merge_chains(fn: Function) -> bool:
     return changed
 
 
+#: whether the last `run` ended on a round that edited nothing (reported or silent): then the
+#: IR is a fixpoint and running again would edit nothing (read by passes/__init__.py)
+FIXPOINT = [False]
+
+
 def run(fn: Function) -> bool:
     changed = False
+    FIXPOINT[0] = False
     for _ in range(4):
+        silent = SILENT_EDITS[0]
         step = trivial_args(fn)
         step |= bypass_forwarders(fn)
         step |= merge_chains(fn)
         changed |= step
         if not step:
+            FIXPOINT[0] = SILENT_EDITS[0] == silent
             break
     return changed

@@ -134,7 +134,7 @@ def run(fn: Function, use_ranges: bool = True) -> bool:
     if not todo:
         return False
     facts = nonnegative(fn) if use_ranges else None
-    repl: dict[int, object] = {}
+    repl: dict = {}
     changed = False
     for b in fn.blocks:
         out = []
@@ -148,7 +148,7 @@ def run(fn: Function, use_ranges: bool = True) -> bool:
             gone = _rewrite(ins, e, facts)
             out.extend(e.out)
             if gone is not None:
-                repl[id(ins)] = gone
+                repl[ins] = gone
                 changed = True
                 continue
             out.append(ins)

@@ -22,7 +22,7 @@ values flowing in; uses after the loop read the last header copy's values.
 """
 from __future__ import annotations
 
-from ..ir.analysis import DomTree, natural_loops, predecessors, replace_uses
+from ..ir.analysis import cfg, replace_uses
 from ..ir.core import Block, BlockArg, Const, Function, Instr
 from ..ir.ops import OPS
 from .evaluate import evaluate
@@ -114,13 +114,9 @@ def _clone_block(b: Block, name: str, vmap: dict, bmap: dict, with_args: bool) -
     nb = Block(name)
     if with_args:
         for a in b.args:
-            vmap[id(a)] = nb.add_arg(a.type, a.hint)
+            vmap[a] = nb.add_arg(a.type, a.hint)
     bmap[b] = nb
     return nb
-
-
-def _map(v, vmap):
-    return v if isinstance(v, Const) else vmap.get(id(v), v)
 
 
 def _unroll(fn: Function, header: Block, body: set, entry: Block, latch: Block, cont: int,
@@ -132,7 +128,8 @@ def _unroll(fn: Function, header: Block, body: set, entry: Block, latch: Block, 
     latch_ends: list[Instr] = []
     for j in range(trips + 1):
         last = j == trips
-        vmap = {id(a): v for a, v in zip(header.args, values)}
+        vmap = dict(zip(header.args, values))       # original value -> this copy's
+        get = vmap.get
         bmap: dict = {}
         todo = blocks[:1] if last else blocks
         for b in todo:
@@ -141,19 +138,33 @@ def _unroll(fn: Function, header: Block, body: set, entry: Block, latch: Block, 
         heads.append(bmap[header])                            # its arguments became values
         for b in todo:
             nb = bmap[b]
+            out = nb.instrs
             for ins in b.instrs:
-                new = Instr(ins.op, [_map(v, vmap) for v in ins.operands], ins.type,
-                            dict(ins.attrs), ins.loc)
-                new.succs = [(bmap.get(t, t), [_map(v, vmap) for v in args])
-                             for t, args in ins.succs]
-                if b is header and ins.op == "cbr":
-                    new.op, new.operands = "br", []
-                    new.succs = [new.succs[1 - cont] if last else new.succs[cont]]
-                nb.append(new)
-                vmap[id(ins)] = new
+                attrs = ins.attrs
+                ops = ins.operands
+                if len(ops) == 2:                             # (no comprehension frame)
+                    x, y = ops
+                    ops = [x if x.__class__ is Const else get(x, x),
+                           y if y.__class__ is Const else get(y, y)]
+                elif len(ops) == 1:
+                    x = ops[0]
+                    ops = [x if x.__class__ is Const else get(x, x)]
+                else:
+                    ops = [v if v.__class__ is Const else get(v, v) for v in ops]
+                new = Instr(ins.op, ops, ins.type, dict(attrs) if attrs else {}, ins.loc)
+                if ins.succs:
+                    new.succs = [(bmap.get(t, t), [v if v.__class__ is Const else get(v, v)
+                                                   for v in args]) for t, args in ins.succs]
+                    if b is header and ins.op == "cbr":
+                        new.op, new.operands = "br", []
+                        new.succs = [new.succs[1 - cont] if last else new.succs[cont]]
+                new.block = nb
+                out.append(new)
+                vmap[ins] = new
         if last:
-            # uses after the loop read the values of the last header copy
-            replace_uses(fn, vmap)
+            # uses after the loop read the values of the last header copy (the loop's own
+            # blocks are dropped below, and no copy uses an original value)
+            replace_uses(fn, vmap, [b for b in fn.blocks if b not in body])
         else:
             end = bmap[latch].terminator
             values = end.succs[0][1]
@@ -167,17 +178,74 @@ def _unroll(fn: Function, header: Block, body: set, entry: Block, latch: Block, 
     fn.blocks[pos:pos] = copies
 
 
+def _countable(fn: Function) -> set:
+    """Blocks ending in a `cbr` whose condition `trip_count` might evaluate: built by pure ops
+    from constants and the block's own arguments that receive a constant on some edge.  Any
+    header whose trip count is known is in this set (it over-approximates `_evaluator`), so a
+    loop whose header is not needs no dominators, loops or evaluation at all."""
+    cbrs = []
+    for b in fn.blocks:
+        instrs = b.instrs
+        if instrs and instrs[-1].op == "cbr":
+            cbrs.append(b)
+    out = set()
+    if not cbrs:
+        return out
+    # arguments of those blocks that receive a constant on some edge
+    with_args = {b for b in cbrs if b.args}
+    const_args: set = set()
+    if with_args:
+        for b in fn.blocks:
+            instrs = b.instrs
+            if instrs:
+                for tgt, args in instrs[-1].succs:
+                    if tgt in with_args:
+                        for a, v in zip(tgt.args, args):
+                            if v.__class__ is Const:
+                                const_args.add(id(a))
+    memo: dict = {}
+
+    def possible(v, header, depth):
+        if v.__class__ is Const:
+            return True
+        if v.__class__ is BlockArg:
+            return v.block is header and id(v) in const_args
+        if v.__class__ is not Instr:
+            return False
+        if depth > 64:
+            return True                                       # maybe
+        key = (id(v), id(header))
+        got = memo.get(key)
+        if got is None:
+            info = OPS.get(v.op)
+            got = False
+            if info is not None and info.pure and info.result and v.op not in ("sreg", "addr"):
+                got = True
+                for o in v.operands:
+                    if not possible(o, header, depth + 1):
+                        got = False
+                        break
+            memo[key] = got
+        return got
+    for b in cbrs:
+        if possible(b.instrs[-1].operands[0], b, 0):
+            out.add(b)
+    return out
+
+
 def _candidate(fn: Function):
     """The first innermost loop that fits the budget, with its shape and trip count."""
-    dom = DomTree(fn)
-    loops = natural_loops(fn, dom)
-    preds = predecessors(fn)
+    maybe = _countable(fn)
+    if not maybe:
+        return None
+    facts = cfg(fn)
+    dom, loops, preds = facts.dom, facts.loops, facts.preds
     headers = {h for h, _ in loops}
     for header, body in loops:
         if any(h in body and h is not header for h in headers):
             continue                                          # innermost loops only
         shape = _shape(header, body, preds)
-        if shape is None:
+        if shape is None or header not in maybe:
             continue
         entry, latch, cont = shape
         trips = trip_count(header, body, entry, latch, cont)

@@ -96,9 +96,12 @@ class FunctionEmitter:
 
     def srcs(self, operands) -> list[str]:
         """Operands of an arithmetic instruction; not all of them may be immediates."""
-        if all(isinstance(v, Const) for v in operands):
-            return [self.reg(operands[0])] + [self.src(v) for v in operands[1:]]
-        return [self.src(v) for v in operands]
+        for v in operands:
+            if v.__class__ is not Const:
+                if len(operands) == 2:
+                    return [self.src(operands[0]), self.src(operands[1])]
+                return [self.src(v) for v in operands]
+        return [self.reg(operands[0])] + [self.src(v) for v in operands[1:]]
 
     def need(self, feature: str, what: Instr | None = None) -> None:
         isa, sm = tb.FEATURES[feature]

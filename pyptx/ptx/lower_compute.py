@@ -64,6 +64,11 @@ def _normalise(em, t, reg: str) -> None:
     em.i(f"{tb.NORMALISE[t.ptx]} {reg}, {reg}")
 
 
+#: (template, Suffixes) -> the opcode (Suffixes objects are cached per scalar type, so this
+#: is one string format per template and type instead of one per instruction)
+_OPCODES: dict = {}
+
+
 @lowers(*tb.BINARY_OPS, *tb.UNARY_OPS, "fma")
 def lower_arith(em, ins) -> None:
     t = ins.type
@@ -83,7 +88,10 @@ def lower_arith(em, ins) -> None:
     if template is None:
         raise em.error(f"IR op '{op}' is not defined on {t!r}", ins)
     sfx = tb.suffixes(t)
-    opcode = template.format(t=sfx.t, s=sfx.s, b=sfx.b)
+    key = (template, sfx)
+    opcode = _OPCODES.get(key)
+    if opcode is None:
+        opcode = _OPCODES[key] = template.format(t=sfx.t, s=sfx.s, b=sfx.b)
     if op in tb.UNARY_OPS:
         args = em.reg(ins.operands[0])
     elif op in ("shl", "shr"):
