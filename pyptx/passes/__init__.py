@@ -41,6 +41,12 @@ class _Tracker:
     Not fma (a deleted user can leave a mul with one use), simplifycfg (a deleted use can free
     a forwarding block), unroll (smaller bodies fit the budget).
 
+    Edits by simplifycfg that fold no branch keep dce's "nothing to do": trivial arguments and
+    the arguments of merged blocks are replaced by the (live) values they received, forwarded
+    edges pass the same values on, and the blocks made unreachable (bypassed forwarders) are
+    removed by simplifycfg itself; nothing becomes dead.  (A folded cbr can leave a block
+    unreachable for dce to remove.)
+
     Passes whose own edits leave nothing for a second run:
       * dce (above), cse: on SSA form every instruction is keyed after its operands reached
         their final values, and the table holds exactly the instructions kept, so a second walk
@@ -57,12 +63,16 @@ class _Tracker:
         if self.clean.get(pass_run) == self.version:
             return False
         silent = simplifycfg.SILENT_EDITS[0]
+        folds = simplifycfg.BRANCH_FOLDS[0]
         changed = pass_run(fn)
         if changed or simplifycfg.SILENT_EDITS[0] != silent:
             old = self.version
             self.version += 1
             if pass_run is cse.run or (pass_run is simplifycfg.run and simplifycfg.FIXPOINT[0]):
                 self.clean[pass_run] = self.version
+            if pass_run is simplifycfg.run:
+                if simplifycfg.BRANCH_FOLDS[0] == folds and self.clean.get(dce.run) == old:
+                    self.clean[dce.run] = self.version
             elif pass_run is dce.run:
                 clean = self.clean
                 clean[dce.run] = self.version
