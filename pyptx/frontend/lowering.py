@@ -353,7 +353,12 @@ class Lowerer:
             self.stmt(st)
 
     def stmt(self, st) -> None:
-        self.set_loc(st)
+        c = getattr(st, "_pyptx_loc", None)        # set_loc(st), its cached case inline
+        if c is not None and not self.loc_frozen and c[0] is self.scope.src:
+            self.node = st
+            self.b.loc = c[1]
+        else:
+            self.set_loc(st)
         method = _STMT_DISPATCH.get(type(st))
         if method is None:
             msg = _UNSUPPORTED_STMTS.get(type(st),

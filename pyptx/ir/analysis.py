@@ -2,7 +2,11 @@
 
 Why one module: the verifier and several passes need the same facts, and recomputing them is the
 main cost of the pipeline, so each is a single linear sweep (dominators: Cooper, Harvey & Kennedy,
-"A Simple, Fast Dominance Algorithm", iterated over reverse postorder).
+"A Simple, Fast Dominance Algorithm", iterated over reverse postorder), and the passes get them
+through `cfg(fn)`, which reuses the last ones computed while no block or edge has changed (most
+passes edit instructions only).  Replacement maps (`replace_uses`) and use counts are keyed by
+the IR values themselves: Instr, BlockArg and Param hash and compare by identity; a Const is
+never a key (it compares by value).
 """
 from __future__ import annotations
 

@@ -41,28 +41,56 @@ class _Tracker:
     Not fma (a deleted user can leave a mul with one use), simplifycfg (a deleted use can free
     a forwarding block), unroll (smaller bodies fit the budget).
 
+    Edits by simplifycfg that fold no branch keep dce's "nothing to do": trivial arguments and
+    the arguments of merged blocks are replaced by the (live) values they received, forwarded
+    edges pass the same values on, and the blocks made unreachable (bypassed forwarders) are
+    removed by simplifycfg itself; nothing becomes dead.  (A folded cbr can leave a block
+    unreachable for dce to remove.)
+
     Passes whose own edits leave nothing for a second run:
       * dce (above), cse: on SSA form every instruction is keyed after its operands reached
         their final values, and the table holds exactly the instructions kept, so a second walk
         makes the same lookups and finds no match;
       * simplifycfg, when its last round edited nothing (FIXPOINT): a second run starts with
-        that same round.
+        that same round;
+      * addressing, when no index expression was cut at its depth limit (DEPTH_LIMITED): each
+        address was folded until `_fold_once` found nothing, and that answer depends only on
+        the structure of the address's index expression, which the run does not edit.
+    Addressing's "nothing to do" also survives cse (it replaces a value by one with the same
+    op, type, attributes and operands: the same structure), fma (float ops only; index
+    expressions are integer) and, when the run that found nothing explored every index
+    expression completely, widen (`gep(p, cvt(j))` -> `gep(p, j)` and `mul(cvt a, K)` ->
+    `mulwide(a, K)` give `_split_deep` the same constant parts, one level shallower).
     """
 
     def __init__(self):
         self.version = 0
         self.clean: dict = {}
+        self.addressing_complete = False   # the run that left addressing clean saw everything
 
     def __call__(self, pass_run, fn: Function) -> bool:
         if self.clean.get(pass_run) == self.version:
             return False
         silent = simplifycfg.SILENT_EDITS[0]
+        folds = simplifycfg.BRANCH_FOLDS[0]
         changed = pass_run(fn)
         if changed or simplifycfg.SILENT_EDITS[0] != silent:
             old = self.version
             self.version += 1
+            clean = self.clean
             if pass_run is cse.run or (pass_run is simplifycfg.run and simplifycfg.FIXPOINT[0]):
-                self.clean[pass_run] = self.version
+                clean[pass_run] = self.version
+            if pass_run is addressing.run:
+                if not addressing.DEPTH_LIMITED[0]:
+                    clean[pass_run] = self.version
+                    self.addressing_complete = True
+            elif clean.get(addressing.run) == old and (
+                    pass_run is cse.run or pass_run is fma_pass.run or
+                    (pass_run is widen.run and self.addressing_complete)):
+                clean[addressing.run] = self.version
+            if pass_run is simplifycfg.run:
+                if simplifycfg.BRANCH_FOLDS[0] == folds and self.clean.get(dce.run) == old:
+                    self.clean[dce.run] = self.version
             elif pass_run is dce.run:
                 clean = self.clean
                 clean[dce.run] = self.version
@@ -73,6 +101,8 @@ class _Tracker:
                     clean[constfold.run] = self.version
         else:
             self.clean[pass_run] = self.version
+            if pass_run is addressing.run:
+                self.addressing_complete = not addressing.DEPTH_LIMITED[0]
         return changed
 
 

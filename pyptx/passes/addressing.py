@@ -62,6 +62,8 @@ def _split_deep(idx, new, depth=0):
     of i32 indices: `add(X, cvt(add(j, K)))` -> `add(X, cvt(j))` + K, `mul(add(j, K), S)` ->
     `mul(j, S)` + K*S (S constant).  New base instructions come from `new(op, operands, type)`.
     Only signed index types, under the same no-overflow assumption."""
+    if depth > 8:
+        DEPTH_LIMITED[0] = True
     if not ASSUME_I32_INDEX_NO_WRAP or depth > 8 or not isinstance(idx, Instr) \
             or not idx.type.is_signed:
         return _split(idx)
@@ -143,7 +145,14 @@ def _fold_address(ins, slot, key, block, out) -> bool:
     return True
 
 
+#: whether the last `run` cut an index expression at `_split_deep`'s depth limit; without
+#: that, every address ended at a fixpoint of `_fold_once` that only depends on the structure
+#: of its index expression (read by the pipeline's skip bookkeeping, passes/__init__.py)
+DEPTH_LIMITED = [False]
+
+
 def run(fn: Function) -> bool:
+    DEPTH_LIMITED[0] = False
     changed = False
     for b in fn.blocks:
         out = []

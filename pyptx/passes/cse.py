@@ -109,8 +109,9 @@ def run(fn: Function, dom: DomTree | None = None) -> bool:
                 del table[k]
             continue
         added = []
-        kept = []
-        for ins in b.instrs:
+        kept = None                       # the block's instructions, once one is dropped
+        instrs = b.instrs
+        for i, ins in enumerate(instrs):
             if repl:
                 for v in ins.operands:
                     if v.__class__ is not Const and v in repl:
@@ -124,15 +125,18 @@ def run(fn: Function, dom: DomTree | None = None) -> bool:
                     k = _key(ins)
                     prev = table.get(k)
                 except TypeError:         # unhashable attribute value: leave it alone
-                    kept.append(ins)
-                    continue
+                    prev = k = None
                 if prev is not None:
                     repl[ins] = prev
+                    if kept is None:
+                        kept = instrs[:i]
                     continue
-                table[k] = ins
-                added.append(k)
-            kept.append(ins)
-        if len(kept) != len(b.instrs):
+                if k is not None:
+                    table[k] = ins
+                    added.append(k)
+            if kept is not None:
+                kept.append(ins)
+        if kept is not None:
             b.instrs[:] = kept
         undo_marks.append(added)
         stack.append((b, True))

@@ -44,8 +44,9 @@ ARGS_REMOVED = [False]
 def run(fn: Function) -> bool:
     ARGS_REMOVED[0] = False
     changed = remove_unreachable(fn)
-    # incoming edges of every block: (branch instr, succ index)
-    incoming: dict = {b: [] for b in fn.blocks}
+    # incoming edges of the blocks with arguments (the only ones looked up below):
+    # (branch instr, succ index)
+    incoming: dict = {b: [] for b in fn.blocks if b.args}
     # live values (instructions, block args, params) by identity: none of them defines __eq__
     live: set = set()
     work: list = []
@@ -64,7 +65,9 @@ def run(fn: Function) -> bool:
                 live.add(ins)
             if ins.succs:
                 for k, (tgt, _) in enumerate(ins.succs):
-                    incoming[tgt].append((ins, k))
+                    edges = incoming.get(tgt)
+                    if edges is not None:
+                        edges.append((ins, k))
     while work:
         v = work.pop()
         cls = v.__class__

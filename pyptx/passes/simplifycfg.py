@@ -24,6 +24,9 @@ from .dce import remove_unreachable
 #: while nothing else changed).  The pipeline's skip bookkeeping needs every edit; the reported
 #: `changed` keeps its old meaning so the pipeline's rounds stay exactly as they were.
 SILENT_EDITS = [0]
+#: count of cbrs folded by `bypass_forwarders` (a constant condition can leave a block
+#: unreachable); read by the pipeline's skip bookkeeping
+BRANCH_FOLDS = [0]
 
 
 def _same(a, b) -> bool:
@@ -128,8 +131,10 @@ def bypass_forwarders(fn: Function) -> bool:
                     continue
             term.succs[k] = (final, new_args)
             changed = True
-        if term.op == "cbr" and _fold_branch(term) and not changed:
-            SILENT_EDITS[0] += 1
+        if term.op == "cbr" and _fold_branch(term):
+            BRANCH_FOLDS[0] += 1
+            if not changed:
+                SILENT_EDITS[0] += 1
     if changed:
         remove_unreachable(fn)
     return changed
