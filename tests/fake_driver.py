@@ -826,3 +826,25 @@ def idle_in_pool(ptr, ctx=None) -> bool:
     from pyptx.runtime import driver
     pools = [ctx.pool] if ctx is not None else [c.pool for c in driver.contexts()]
     return any(ptr in ptrs for pool in pools for ptrs in pool.idle.values())
+
+
+def in_forked_child(child) -> str:
+    """Run `child()` in a forked process and return what it returned (a str), or the text of
+    the exception it raised; the child always ends with os._exit(0)."""
+    import os
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            try:
+                msg = str(child())
+            except Exception as e:  # noqa: BLE001 - the message is the result
+                msg = str(e)
+            os.write(w, msg.encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    msg = os.read(r, 4096).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    return msg

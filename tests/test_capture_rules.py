@@ -324,15 +324,21 @@ def test_dlpack_only_objects_are_refused_before_they_are_exported(fake, monkeypa
 
 # ---- graph lifetime ----------------------------------------------------------------------------
 
+def _twice_on(device, request, monkeypatch):
+    """The fake GPU with `twice` hand-compiled (returned), or the CPU executor (None)."""
+    if device == "cpu":
+        request.getfixturevalue("cpu")
+        return None
+    f = request.getfixturevalue("fake")
+    use_compiled(monkeypatch, hand_compiled("twice", [
+        ("out", "array", f32, 1, True), ("x", "array", f32, 1, False),
+        ("n", "scalar", i32, 0, False)]))
+    return f
+
+
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
 def test_launch_after_a_recorded_array_was_freed_is_a_launch_error(device, request, monkeypatch):
-    if device == "gpu":
-        f = request.getfixturevalue("fake")
-        use_compiled(monkeypatch, hand_compiled("twice", [
-            ("out", "array", f32, 1, True), ("x", "array", f32, 1, False),
-            ("n", "scalar", i32, 0, False)]))
-    else:
-        request.getfixturevalue("cpu")
+    f = _twice_on(device, request, monkeypatch)
     x = pyptx.to_device(np.arange(8, dtype=np.float32))
     y = pyptx.to_device(np.zeros(16, np.float32))
     view = y[4:12]
@@ -349,13 +355,7 @@ def test_launch_after_a_recorded_array_was_freed_is_a_launch_error(device, reque
 @pytest.mark.parametrize("device", ["cpu", "gpu"])
 @pytest.mark.parametrize("bad", ["not a stream", -1, 1.5, True])
 def test_graph_launch_validates_stream_like_a_kernel_launch(device, bad, request, monkeypatch):
-    if device == "gpu":
-        request.getfixturevalue("fake")
-        use_compiled(monkeypatch, hand_compiled("twice", [
-            ("out", "array", f32, 1, True), ("x", "array", f32, 1, False),
-            ("n", "scalar", i32, 0, False)]))
-    else:
-        request.getfixturevalue("cpu")
+    _twice_on(device, request, monkeypatch)
     x = pyptx.to_device(np.arange(8, dtype=np.float32))
     with pyptx.graph() as g:
         twice[1, 8](x, x, 8)

@@ -17,7 +17,8 @@ from pyptx import f32, i32
 from pyptx.errors import DeviceError, LaunchError
 from pyptx.runtime import driver
 
-from fake_driver import FakeCompiler, FakeDriver, hand_compiled, idle_in_pool, on_fake_gpu
+from fake_driver import (FakeCompiler, FakeDriver, hand_compiled, idle_in_pool, in_forked_child,
+                         on_fake_gpu)
 
 rng = np.random.default_rng(2024)
 
@@ -277,23 +278,15 @@ def test_forked_child_gets_a_clear_error(fake, monkeypatch):
     use_scale(monkeypatch, fake)
     d = pyptx.to_device(np.ones(4, np.float32))
     scale[1, 4](d, d, 1.0, 4)                        # the parent has a loaded launcher
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:                                     # the child
+    def child():
         try:
-            try:
-                scale[1, 4](d, d, 1.0, 4)
-                msg = b"no error"
-            except DeviceError as e:
-                msg = str(e).encode()
-            d.free()                                 # must not touch the parent's memory
-            os.write(w, msg)
+            scale[1, 4](d, d, 1.0, 4)
+            return "no error"
+        except DeviceError as e:
+            return str(e)
         finally:
-            os._exit(0)
-    os.close(w)
-    msg = os.read(r, 4096).decode()
-    os.close(r)
-    os.waitpid(pid, 0)
+            d.free()                                 # must not touch the parent's memory
+    msg = in_forked_child(child)
     assert "forked" in msg and "spawn" in msg
     assert d.device_pointer in fake.memory           # the parent's array is intact
     np.testing.assert_array_equal(d.copy_to_host(), np.ones(4, np.float32))

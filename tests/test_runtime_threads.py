@@ -9,7 +9,7 @@ import pytest
 
 from pyptx.runtime import driver
 
-from fake_driver import FakeDriver, on_fake_gpu
+from fake_driver import FakeDriver, in_forked_child, on_fake_gpu
 
 
 @pytest.fixture
@@ -84,7 +84,6 @@ def test_child_forked_after_a_compile_time_cuinit_gets_the_clear_error(fake, mon
     """The compiler asks the driver for device 0's arch (pyptx/target.py: cuInit, no
     context).  A child forked after that cannot use CUDA either: it must get the fork
     message, not a generic init error at some later call."""
-    import os
     import cuda.bindings.driver as real
     from pyptx import target
     ok = real.CUresult.CUDA_SUCCESS
@@ -95,20 +94,5 @@ def test_child_forked_after_a_compile_time_cuinit_gets_the_clear_error(fake, mon
         ok, 8 if attr == a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR else 0))
     assert target._device0_arch() == "sm_80"          # cuInit ran, no pyptx context exists
     assert driver.contexts() == []
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            try:
-                driver.context()
-                msg = b"no error"
-            except Exception as e:  # noqa: BLE001
-                msg = str(e).encode()
-            os.write(w, msg)
-        finally:
-            os._exit(0)
-    os.close(w)
-    msg = os.read(r, 4096).decode()
-    os.close(r)
-    os.waitpid(pid, 0)
+    msg = in_forked_child(lambda: (driver.context(), "no error")[1])
     assert "forked" in msg and "spawn" in msg

@@ -116,13 +116,18 @@ def order_after(ctx, waiter: int, stream: int) -> None:
         ctx.idle_event(ev)          # re-recording later does not change the wait queued now
 
 
+def _owner(array):
+    """The DeviceArray that owns `array`'s memory (a view's base, followed to the end)."""
+    while getattr(array, "_base", None) is not None:
+        array = array._base
+    return array
+
+
 def used_on(array, stream: int) -> None:
     """A launch is about to use `array`'s memory on `stream` (not its home stream): the first
     time, `stream` waits for the home stream's work (the buffer's previous owner may still be
     using it there), and the stream is remembered for the release."""
-    owner = array
-    while getattr(owner, "_base", None) is not None:
-        owner = owner._base
+    owner = _owner(array)
     streams = owner._streams
     if streams is None or stream in streams:
         return
@@ -140,9 +145,7 @@ def publish(array) -> None:
     `stream` its `__cuda_array_interface__` names): the legacy stream waits for the work queued
     so far on every other stream pyptx used the array on, non-blocking ones included (which the
     legacy stream does not wait for by itself)."""
-    owner = array
-    while getattr(owner, "_base", None) is not None:
-        owner = owner._base
+    owner = _owner(array)
     if not owner._streams:
         return
     ctx = owner._ctx
