@@ -1,6 +1,7 @@
-"""bfloat16 on the host.  numpy has no bfloat16 dtype, so a `bf16[:]` kernel argument is a
-numpy uint16 array holding the bit patterns (an `ml_dtypes.bfloat16` array is accepted by
-`to_bf16` and converted with `.view(np.uint16)` semantics).  These two functions convert:
+"""bfloat16 on the host is `ml_dtypes.bfloat16` (the dtype JAX, TensorFlow and PyTorch's numpy
+bridge use; a pyptx dependency).  A `bf16[:]` kernel parameter takes such an array, or a uint16
+array of the bit patterns (the documented low-level form: the two are the same bytes, nothing is
+converted).  The stdlib's bfloat16 results are ml_dtypes arrays.  For bit patterns:
 
     bits = pyptx.bfloat16.to_bf16(x_f32)      # round to nearest even, NaN stays NaN
     x = pyptx.bfloat16.from_bf16(bits)        # exact (bf16 is the top half of an f32)
@@ -8,6 +9,18 @@ numpy uint16 array holding the bit patterns (an `ml_dtypes.bfloat16` array is ac
 from __future__ import annotations
 
 import numpy as np
+
+try:
+    import ml_dtypes as _ml_dtypes
+    #: numpy's dtype of ml_dtypes.bfloat16 (uint16 only where ml_dtypes is missing)
+    BFLOAT16 = np.dtype(_ml_dtypes.bfloat16)
+except ImportError:          # pragma: no cover - ml_dtypes is a dependency
+    BFLOAT16 = np.dtype(np.uint16)
+
+
+def as_bfloat16(bits: np.ndarray) -> np.ndarray:
+    """A uint16 array of bf16 bit patterns viewed as `ml_dtypes.bfloat16` (no copy)."""
+    return bits.view(BFLOAT16)
 
 
 def to_bf16(x) -> np.ndarray:

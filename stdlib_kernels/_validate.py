@@ -12,6 +12,10 @@ import numpy as np
 
 #: largest dimension a kernel launch accepts (shapes are i32 in the DSL)
 _I32_MAX = 2**31 - 1
+#: what an array argument may be (named in type errors)
+ARRAY_KINDS = "numpy, pyptx.DeviceArray, torch, CuPy, JAX, ..."
+#: the fix for a float64 (or float16) array where float32 is needed
+TO_F32 = "; convert it first: x.astype(np.float32) (torch: x.float())"
 
 
 def float32_array(fn: str, name: str, value, ndims: tuple[int, ...]) -> np.ndarray:
@@ -23,9 +27,10 @@ def float32_array(fn: str, name: str, value, ndims: tuple[int, ...]) -> np.ndarr
     if is_device(value):
         return _device_array(fn, name, value, np.float32, ndims)
     if not isinstance(value, np.ndarray):
-        raise TypeError(f"{fn}: {name} must be a numpy float32 array, got {type(value).__name__}")
+        raise TypeError(f"{fn}: {name} must be a float32 array ({ARRAY_KINDS}), got "
+                        f"{type(value).__name__}")
     if value.dtype != np.float32:
-        raise TypeError(f"{fn}: {name} must be float32, got {value.dtype}")
+        raise TypeError(f"{fn}: {name} must be float32, got {value.dtype}{TO_F32}")
     if value.ndim not in ndims:
         want = " or ".join(f"{d}-d" for d in ndims)
         raise ValueError(f"{fn}: {name} must be {want}, got shape {value.shape}")
@@ -41,7 +46,8 @@ def int_array(fn: str, name: str, value, ndim: int) -> np.ndarray:
     if is_device(value):
         return _device_array(fn, name, value, np.int32, (ndim,))
     if not isinstance(value, np.ndarray):
-        raise TypeError(f"{fn}: {name} must be a numpy integer array, got {type(value).__name__}")
+        raise TypeError(f"{fn}: {name} must be an integer array ({ARRAY_KINDS}), got "
+                        f"{type(value).__name__}")
     if not np.issubdtype(value.dtype, np.integer):
         raise TypeError(f"{fn}: {name} must have an integer dtype, got {value.dtype}")
     if value.ndim != ndim:
@@ -120,7 +126,8 @@ def is_device(value) -> bool:
 
 def _device_array(fn: str, name: str, value, dtype, ndims: tuple[int, ...]):
     if value.dtype != dtype:
-        raise TypeError(f"{fn}: {name} must be {np.dtype(dtype).name}, got {value.dtype}")
+        raise TypeError(f"{fn}: {name} must be {np.dtype(dtype).name}, got {value.dtype}"
+                        f"{TO_F32 if dtype == np.float32 else ''}")
     if value.ndim not in ndims:
         want = " or ".join(f"{d}-d" for d in ndims)
         raise ValueError(f"{fn}: {name} must be {want}, got shape {value.shape}")

@@ -16,6 +16,7 @@ import pyptx
 from pyptx import block_idx, f32, thread_idx
 
 from . import _validate as V
+from ._args import result, stdlib_function
 from ._rows import in_row, load_chunks, load_col4, load_row4, row_config, row_head, store_row4
 from ._warp import block_sum
 
@@ -128,42 +129,47 @@ def _rows(fn: str, x) -> tuple[np.ndarray, np.ndarray]:
     return x, x.reshape(-1, x.shape[-1])
 
 
-def rmsnorm(x: np.ndarray, weight: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+@stdlib_function
+def rmsnorm(x, weight, eps: float = 1e-6, *, out=None):
     """RMSNorm over the last axis: y = x / sqrt(mean(x²) + eps) * weight (float32).
 
-    `x` is `[..., hidden]`, `weight` `[hidden]`; returns a new array of x's shape.
+    `x` is `[..., hidden]`, `weight` `[hidden]`; returns a new array of x's shape (or fills
+    `out`).
     """
     x, rows = _rows("rmsnorm", x)
     weight = V.float32_array("rmsnorm", "weight", weight, (1,))
     V.same_shape("rmsnorm", "weight", weight, x.shape[-1:], "x's last axis")
     eps = V.float_scalar("rmsnorm", "eps", eps)
-    out = V.empty(rows.shape, np.float32, rows)
+    res = result("rmsnorm", out, x.shape, np.float32, x)
     if rows.shape[0]:
         cfg = row_config(rows.shape[1])
-        rmsnorm_kernel[rows.shape[0], cfg.block](out, rows, weight, eps, *cfg)
-    return out.reshape(x.shape)
+        rmsnorm_kernel[rows.shape[0], cfg.block](res.reshape(rows.shape), rows, weight, eps,
+                                                 *cfg)
+    return res
 
 
-def layernorm(x: np.ndarray, gamma: np.ndarray | None = None, beta: np.ndarray | None = None,
-              eps: float = 1e-5) -> np.ndarray:
+@stdlib_function
+def layernorm(x, gamma=None, beta=None, eps: float = 1e-5, *, out=None):
     """LayerNorm over the last axis: y = (x - μ) / sqrt(σ² + eps) * gamma + beta (float32).
 
     μ and σ² are the mean and (biased) variance of each row; `gamma` defaults to ones and `beta`
-    to zeros.  Returns a new array of x's shape.
+    to zeros (kept resident on the device for device inputs).  Returns a new array of x's shape
+    (or fills `out`).
     """
     x, rows = _rows("layernorm", x)
     h = x.shape[-1]
     if gamma is None:
-        gamma = np.ones(h, np.float32)
+        gamma = V.constant_like(("layernorm.ones", h), lambda: np.ones(h, np.float32), x)
     if beta is None:
-        beta = np.zeros(h, np.float32)
+        beta = V.constant_like(("layernorm.zeros", h), lambda: np.zeros(h, np.float32), x)
     gamma = V.float32_array("layernorm", "gamma", gamma, (1,))
     beta = V.float32_array("layernorm", "beta", beta, (1,))
     V.same_shape("layernorm", "gamma", gamma, (h,), "x's last axis")
     V.same_shape("layernorm", "beta", beta, (h,), "x's last axis")
     eps = V.float_scalar("layernorm", "eps", eps)
-    out = np.empty_like(rows)
+    res = result("layernorm", out, x.shape, np.float32, x)
     if rows.shape[0]:
         cfg = row_config(h)
-        layernorm_kernel[rows.shape[0], cfg.block](out, rows, gamma, beta, eps, *cfg)
-    return out.reshape(x.shape)
+        layernorm_kernel[rows.shape[0], cfg.block](res.reshape(rows.shape), rows, gamma, beta,
+                                                   eps, *cfg)
+    return res

@@ -28,6 +28,7 @@ import pyptx
 from pyptx import block_dim, block_idx, f32, thread_idx
 
 from . import _validate as V
+from ._args import deliver, result, stdlib_function
 from ._rows import (MAX_CHUNKS, RowConfig, in_row, load_chunks, load_row4, row_config,
                     row_head, store_row4)
 from ._warp import NEG_BIG, block_max, block_sum, warp_max, warp_sum
@@ -174,10 +175,12 @@ def plan(n: int) -> tuple[str, RowConfig]:
     return "block", row_config(n)
 
 
-def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+@stdlib_function
+def softmax(x, axis: int = -1, *, out=None):
     """softmax(x)_i = exp(x_i - max(x)) / Σ_j exp(x_j - max(x)) along `axis` (float32).
 
-    Any number of dimensions; rows of any length.  Returns a new array of x's shape.
+    Any number of dimensions; rows of any length.  Returns a new array of x's shape (or fills
+    `out`).
     """
     x = V.float32_array("softmax", "x", x, (1, 2, 3, 4, 5, 6))
     axis = V.int_scalar("softmax", "axis", axis, -x.ndim, x.ndim - 1)
@@ -185,18 +188,24 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
         if axis % x.ndim != x.ndim - 1:
             raise ValueError("softmax: a DeviceArray x takes axis=-1 only (no transposes on "
                              "the device)")
-        out = V.empty(x.shape, np.float32, x)
+        res = result("softmax", out, x.shape, np.float32, x)
         if x.size:
-            _rows(out.reshape(-1, x.shape[-1]), x.reshape(-1, x.shape[-1]))
-        return out
+            _rows(res.reshape(-1, x.shape[-1]), x.reshape(-1, x.shape[-1]))
+        return res
+    if axis % x.ndim == x.ndim - 1:     # rows in place: straight into out
+        res = result("softmax", out, x.shape, np.float32, x)
+        if x.size:
+            _rows(res.reshape(-1, x.shape[-1]), x.reshape(-1, x.shape[-1]))
+        return res
     moved = np.moveaxis(x, axis, -1)
     n = moved.shape[-1]
     if moved.size == 0:
-        return np.empty_like(x)
+        return deliver("softmax", out, np.empty_like(x), x)
     rows = np.ascontiguousarray(moved.reshape(-1, n))
-    out = np.empty_like(rows)
-    _rows(out, rows)
-    return np.ascontiguousarray(np.moveaxis(out.reshape(moved.shape), -1, axis))
+    res = np.empty_like(rows)
+    _rows(res, rows)
+    return deliver("softmax", out, np.ascontiguousarray(np.moveaxis(res.reshape(moved.shape),
+                                                                    -1, axis)), x)
 
 
 def _rows(out, rows) -> None:

@@ -160,6 +160,22 @@ class DeviceArray:
             return _View(new, self.dtype, self, host=self._host.reshape(new))
         return _View(new, self.dtype, self)
 
+    def view(self, dtype) -> "DeviceArray":
+        """The same memory read as another dtype (float16 <-> uint16, ml_dtypes.bfloat16 <->
+        uint16, float32 -> uint16 pairs, ...), like numpy's `view`: with another item size the
+        last axis is rescaled; no copy."""
+        dt = np.dtype(dtype)
+        shape = self.shape
+        if dt.itemsize != self.dtype.itemsize:
+            row = (shape[-1] if shape else 1) * self.dtype.itemsize
+            if not shape or row % dt.itemsize:
+                raise ValueError(f"DeviceArray.view: the last axis of {shape} ({row} bytes) is "
+                                 f"not a whole number of {dt} items")
+            shape = shape[:-1] + (row // dt.itemsize,)
+        if self._host is not None:
+            return _View(shape, dt, self, host=self._host.view(dt))
+        return _View(shape, dt, self)
+
     # -- interop ---------------------------------------------------------------------------------
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -233,6 +249,28 @@ class _View(DeviceArray):
         self._base.free()
         self._ptr = 0
         self._freed = True
+
+
+class _Foreign(DeviceArray):
+    """Another framework's device memory (a torch/CuPy/JAX/Numba array, through
+    `__cuda_array_interface__` or DLPack) seen as a DeviceArray, so the stdlib can reshape,
+    slice and launch on it without a copy.  It keeps the foreign object alive and frees nothing:
+    the memory's lifetime and stream order stay the producer's."""
+
+    def __init__(self, obj, ptr: int, shape, dtype, ctx):
+        super().__init__(shape, dtype, ctx=ctx)
+        self._ptr = ptr
+        self._foreign = obj
+
+    def free(self) -> None:
+        raise TypeError("this DeviceArray is a view of another framework's memory; free it "
+                        "there (del the tensor)")
+
+
+def foreign_view(obj, ptr: int, shape, dtype) -> DeviceArray:
+    """A `_Foreign` DeviceArray over `ptr` (device memory of the current context) that keeps
+    `obj` alive."""
+    return _Foreign(obj, ptr, shape, dtype, driver.context())
 
 
 def _reshaped(shape: tuple, new: tuple) -> tuple:

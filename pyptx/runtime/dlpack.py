@@ -78,15 +78,22 @@ _KIND_CODE = {"int": kDLInt, "uint": kDLUInt, "float": kDLFloat, "bool": kDLBool
 
 
 def dl_dtype(dtype) -> tuple:
-    """(code, bits, lanes) of a numpy dtype pyptx supports (pyptx/types.py); KeyError if not."""
+    """(code, bits, lanes) of a numpy dtype pyptx supports (pyptx/types.py, and
+    ml_dtypes.bfloat16); KeyError if not."""
+    if np.dtype(dtype).name == "bfloat16":
+        return (kDLBfloat, 16, 1)
     t = T.from_dtype(dtype)
     return (_KIND_CODE[t.kind], t.mem_bytes * 8, 1)
 
 
 def np_dtype(code: int, bits: int, lanes: int):
-    """The numpy dtype for a DLDataType pyptx supports, else None."""
+    """The numpy dtype for a DLDataType pyptx supports (kDLBfloat: ml_dtypes.bfloat16), else
+    None."""
     if lanes != 1:
         return None
+    if code == kDLBfloat and bits == 16:
+        from ..bfloat16 import BFLOAT16
+        return BFLOAT16 if BFLOAT16.name == "bfloat16" else None
     for t in T.SCALARS.values():
         if _KIND_CODE[t.kind] == code and t.mem_bytes * 8 == bits:
             return t.dtype
@@ -256,10 +263,12 @@ class ImportedTensor:
         return True
 
     def as_numpy(self) -> np.ndarray:
-        """A numpy view of a C-contiguous CPU tensor; the view keeps this object (and so the
-        producer's memory) alive, and the deleter runs when the view is collected."""
+        """A numpy view of a CPU tensor (strided ones too); the view keeps this object (and so
+        the producer's memory) alive, and the deleter runs when the view is collected."""
         holder = _NumpyHolder(self)
-        return np.asarray(holder)
+        arr = np.asarray(holder)
+        # ml_dtypes.bfloat16's typestr is '<V2': the interface carries uint16, viewed back here
+        return arr if arr.dtype == self.dtype else arr.view(self.dtype)
 
     def release(self) -> None:
         managed, deleter = self._managed, self._deleter
@@ -280,8 +289,16 @@ class _NumpyHolder:
     def __init__(self, tensor: ImportedTensor):
         self.tensor = tensor
         self.__array_interface__ = {
-            "shape": tensor.shape, "typestr": np.dtype(tensor.dtype).str,
-            "data": (tensor.data or 0, tensor.read_only), "strides": None, "version": 3}
+            "shape": tensor.shape, "typestr": _typestr(tensor.dtype),
+            "data": (tensor.data or 0, tensor.read_only), "version": 3,
+            # DLPack strides count elements, the array interface's bytes
+            "strides": None if tensor.strides is None or tensor.is_c_contiguous() else
+            tuple(s * (tensor.bits // 8) for s in tensor.strides)}
+
+
+def _typestr(dtype) -> str:
+    dt = np.dtype(dtype)
+    return dt.str if dt.kind != "V" else f"<u{dt.itemsize}"
 
 
 def device_of(obj):

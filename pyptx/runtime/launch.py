@@ -34,6 +34,30 @@ _SHAPE_LIMIT = 2**31
 _device_cache: dict = {}      # PYPTX_DEVICE value -> ('gpu' | 'cpu', reason the CPU is used)
 _launch_state = threading.local()   # .stream: the `stream=` of the GPU launch being checked
 _generation = [0]             # bumped by driver.reset(): every cached launch plan is stale
+_scope = threading.local()    # .stream, .cpu: set by launch_scope for the launches inside it
+
+
+class launch_scope:
+    """`with launch_scope(stream=s, cpu=False):` — launches on this thread without their own
+    `stream=` go to `s`, and with `cpu=True` run on the CPU executor whatever `pyptx.device()`
+    says.  The stdlib's array layer uses it: a torch/CuPy GPU tensor's call runs on that
+    framework's current stream, a `torch.ops.pyptx` op on CPU tensors on the executor.
+    Scopes nest (the inner one wins until it ends)."""
+
+    __slots__ = ("stream", "cpu", "_saved")
+
+    def __init__(self, stream=None, cpu: bool = False):
+        self.stream, self.cpu = stream, bool(cpu)
+
+    def __enter__(self):
+        self._saved = dict(_scope.__dict__)
+        _scope.stream, _scope.cpu = self.stream, self.cpu
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        _scope.__dict__.clear()
+        _scope.__dict__.update(self._saved)
+        return False
 
 
 def invalidate_plans() -> None:
@@ -152,9 +176,12 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
     b = _int_blocks.get(block) if type(block) is int else None
     if b is None:
         b = _dims(block, "block")
+    scope = _scope.__dict__             # empty unless inside launch_scope (the stdlib's calls)
+    if scope and stream is None:
+        stream = scope["stream"]
     hstream = None if stream is None else stream_handle(stream)   # LaunchError if malformed
     chk = checking.current()            # None unless pyptx.sanitize / pyptx.profile is on
-    dev = "cpu" if chk is not None and chk.sanitizing else device()
+    dev = "cpu" if (chk is not None and chk.sanitizing) or (scope and scope["cpu"]) else device()
     where = dev if dev == "cpu" else _driver._selected.ordinal    # GPU plans are per device
     binder = kernel.__dict__.get("_pyptx_binder")
     if binder is None or binder.generation != _generation[0]:
@@ -428,13 +455,23 @@ def _checker(spec, dev, array_arg, kname, ordinal=None):
     return _float_checker(spec.name, t, kname)
 
 
+def _bfloat16_dtype():
+    """numpy's dtype of `ml_dtypes.bfloat16` (a runtime dependency; uint16 if it is absent)."""
+    from ..bfloat16 import BFLOAT16
+    return BFLOAT16
+
+
 def _describe_array(dtype, ndim) -> str:
     return f"{np.dtype(dtype).name} array with {ndim} dimension{'s' if ndim != 1 else ''}"
 
 
 def _array_checker(spec, dev, array_arg, kname, ordinal=None):
     name, dt, nd, writable = spec.name, spec.dtype.dtype, spec.ndim, spec.writable
+    # a bf16[...] parameter takes ml_dtypes.bfloat16 arrays as well as uint16 bit patterns
+    alt = _bfloat16_dtype() if spec.dtype is T.bf16 else dt
     expected = _describe_array(dt, nd)
+    if alt is not dt:
+        expected = f"bfloat16 or {expected}"
     where = f" (launching {kname})"
     gpu = dev == "gpu"
 
@@ -451,7 +488,7 @@ def _array_checker(spec, dev, array_arg, kname, ordinal=None):
     def check(a, out):
         if gpu and type(a) is DeviceArray and a._host is None:    # the fast, common case
             shape = a.shape
-            if (a.dtype is not dt and a.dtype != dt) or len(shape) != nd:
+            if (a.dtype is not dt and a.dtype != dt and a.dtype != alt) or len(shape) != nd:
                 fail(f"a DeviceArray of {_describe_array(a.dtype, len(shape))}")
             if a._freed:
                 fail("a DeviceArray that was freed (DeviceArray.free())")
@@ -464,7 +501,7 @@ def _array_checker(spec, dev, array_arg, kname, ordinal=None):
             out.extend(shape)
             return
         if isinstance(a, np.ndarray):
-            if a.dtype != dt or a.ndim != nd:
+            if (a.dtype != dt and a.dtype != alt) or a.ndim != nd:
                 fail(_describe_array(a.dtype, a.ndim))
             flags = a.flags
             if not flags.c_contiguous:
@@ -473,7 +510,7 @@ def _array_checker(spec, dev, array_arg, kname, ordinal=None):
                 fail("a read-only array, but the kernel writes to it")
             shape = a.shape
         elif isinstance(a, DeviceArray):
-            if a.dtype != dt or a.ndim != nd:
+            if (a.dtype != dt and a.dtype != alt) or a.ndim != nd:
                 fail(f"a DeviceArray of {_describe_array(a.dtype, a.ndim)}")
             if a._freed:
                 fail("a DeviceArray that was freed (DeviceArray.free())")
@@ -502,7 +539,7 @@ def _array_checker(spec, dev, array_arg, kname, ordinal=None):
                     fail("a DLPack-only object inside a pyptx.graph() capture: exporting it "
                          "would synchronise, and a graph replays without it; pass a "
                          "DeviceArray or an object with __cuda_array_interface__")
-                a, shape = _dlpack_arg(a, dev, dt, nd, writable, fail, wrong_device)
+                a, shape = _dlpack_arg(a, dev, (dt, alt), nd, writable, fail, wrong_device)
                 for s in shape:
                     if s >= _SHAPE_LIMIT:
                         fail(f"shape {shape}: every dimension must be below 2**31")
@@ -514,7 +551,7 @@ def _array_checker(spec, dev, array_arg, kname, ordinal=None):
                      "executor; copy it to a numpy array")
             shape = tuple(int(s) for s in cai["shape"])
             got_dt = np.dtype(cai["typestr"])
-            if got_dt != dt or len(shape) != nd:
+            if (got_dt != dt and got_dt != alt) or len(shape) != nd:
                 fail(f"a GPU array of {_describe_array(got_dt, len(shape))}")
             strides = cai.get("strides")
             if strides is not None and tuple(strides) != _c_strides(shape, dt.itemsize):
@@ -548,8 +585,9 @@ def _dlpack_stream():
     return h or 1
 
 
-def _dlpack_arg(a, dev, dt, nd, writable, fail, wrong_device=None):
-    """Consume `a.__dlpack__()` for an array parameter: (what the device launch takes, shape).
+def _dlpack_arg(a, dev, dts, nd, writable, fail, wrong_device=None):
+    """Consume `a.__dlpack__()` for an array parameter (of one of the dtypes `dts`): (what the
+    device launch takes, shape).
 
     GPU: an ImportedTensor whose `.data` the kernel gets (released by the GPU launcher once
     the kernel has finished).  CPU: a
@@ -567,7 +605,7 @@ def _dlpack_arg(a, dev, dt, nd, writable, fail, wrong_device=None):
         fail(f"a DLPack object whose __dlpack__() failed ({type(e).__name__}: {e})")
     try:
         _dlpack_device_check(t.device, dev, fail, wrong_device)
-        if t.dtype != dt or t.ndim != nd:
+        if t.dtype is None or not any(t.dtype == d for d in dts) or t.ndim != nd:
             fail(f"a DLPack tensor of {t.describe_dtype()} with {t.ndim} "
                  f"dimension{'s' if t.ndim != 1 else ''}")
         if not t.is_c_contiguous():
