@@ -5,6 +5,7 @@ CPU executor for real; the GPU path against the fake driver (tests/fake_driver.p
 import ctypes
 import gc
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -123,7 +124,9 @@ def test_dtype_codes():
     assert dlpack.dl_dtype(np.int16) == (dlpack.kDLInt, 16, 1)
     assert dlpack.dl_dtype(np.uint32) == (dlpack.kDLUInt, 32, 1)
     assert dlpack.dl_dtype(np.float16) == (dlpack.kDLFloat, 16, 1)
-    assert dlpack.np_dtype(dlpack.kDLBfloat, 16, 1) is None
+    assert dlpack.np_dtype(dlpack.kDLBfloat, 16, 1) == ml_dtypes.bfloat16   # bf16 on the host
+    assert dlpack.dl_dtype(ml_dtypes.bfloat16) == (dlpack.kDLBfloat, 16, 1)
+    assert dlpack.np_dtype(dlpack.kDLBfloat, 32, 1) is None
     assert dlpack.np_dtype(dlpack.kDLFloat, 32, 4) is None
 
 
@@ -353,3 +356,33 @@ def test_torch_cpu_tensor_in_place(cpu):
     v = torch.from_dlpack(d)
     v += 1
     np.testing.assert_array_equal(d.copy_to_host(), np.arange(1, 5, dtype=np.float32))
+
+
+@pyptx.kernel
+def bf16_double(x: pyptx.bf16[:]):
+    i = pyptx.grid(1)
+    if i < len(x):
+        x[i] = pyptx.bf16(f32(x[i]) * 2.0)
+
+
+def test_bfloat16_travels_as_kDLBfloat_both_ways(cpu):
+    """A torch bfloat16 tensor is a kDLBfloat tensor: a bf16[:] parameter takes it (and an
+    ml_dtypes array, and the documented uint16 bit patterns), and a bfloat16 DeviceArray exports
+    as kDLBfloat, so torch sees bfloat16, not uint16."""
+    torch = pytest.importorskip("torch")
+    t = torch.tensor([1.5, -2.0, 3.0], dtype=torch.bfloat16)
+    bf16_double[1, 32](t)
+    assert t.tolist() == [3.0, -4.0, 6.0]
+    a = np.array([1.0, 0.25], ml_dtypes.bfloat16)
+    bf16_double[1, 32](a)
+    assert a.astype(np.float32).tolist() == [2.0, 0.5]
+    bits = a.view(np.uint16).copy()
+    bf16_double[1, 32](bits)
+    assert bits.view(ml_dtypes.bfloat16).astype(np.float32).tolist() == [4.0, 1.0]
+    d = pyptx.to_device(a)
+    assert d.dtype == ml_dtypes.bfloat16
+    bf16_double[1, 32](d)
+    back = torch.from_dlpack(d)
+    assert back.dtype == torch.bfloat16 and back.tolist() == [4.0, 1.0]
+    with pytest.raises(LaunchError, match="bfloat16 or uint16 array"):
+        bf16_double[1, 32](np.zeros(2, np.float16))
