@@ -406,11 +406,45 @@ def q4k_gate_up_kernel(out: f32[:], x: f32[:], xs: f32[:], wg: u8[:], wu: u8[:],
                 acc_g[r] += q4k_dot_f32(g0, g1, g2, g3, ga0, ga1, go0, go1, (x, xs), p, one)
                 acc_u[r] += q4k_dot_f32(u0, u1, u2, u3, ua0, ua1, uo0, uo1, (x, xs), p, one)
             b += 4
+        redo = 0
         for r in pyptx.static_range(M):
-            gsum = warp_sum(acc_g[r])
-            usum = warp_sum(acc_u[r])
+            acc_g[r] = warp_sum(acc_g[r])
+            acc_u[r] = warp_sum(acc_u[r])
+            if not (acc_g[r] - acc_g[r] == 0.0 and acc_u[r] - acc_u[r] == 0.0):
+                redo = redo | (1 << r)
+        if redo != 0:
+            exact_pair_sums(acc_g, acc_u, M, redo, wg, wu, x, row, lane, k)
+        for r in pyptx.static_range(M):
             if lane == 0:
-                out[r * n + row] = swiglu_f32(gsum, usum)
+                out[r * n + row] = swiglu_f32(acc_g[r], acc_u[r])
+
+
+@pyptx.func
+def exact_pair_sums(acc_g, acc_u, M, redo: i32, wg, wu, x, row: i32, lane: i32, k: i32):
+    """acc_g[r], acc_u[r] = Σ_p x[r·k + p]·Wg[row, p] (and Wu) in plain f32 for the rows r set
+    in `redo`: the fused kernel's non-finite fallback, as `write_rows` is the GEMV kernels' (a
+    gate or up sum that is ±inf, NaN or overflowed in the fast scaling is redone the way the
+    float product does it, so swiglu sees what `q4k_matmul` would return: silu(+inf)·u = ±inf,
+    silu(−inf) = −inf/(1 + inf) = NaN, as in torch's silu and ggml's)."""
+    ex_g = pyptx.local.array(M, f32)
+    ex_u = pyptx.local.array(M, f32)
+    zero(ex_g, M)
+    zero(ex_u, M)
+    p = lane
+    while p < k:
+        gp = q4k_weight(wg, row, k, p)
+        up = q4k_weight(wu, row, k, p)
+        e = p
+        for r in pyptx.static_range(M):
+            if (redo >> r) & 1 != 0:
+                ex_g[r] += x[e] * gp
+                ex_u[r] += x[e] * up
+            e += k
+        p += 32
+    for r in pyptx.static_range(M):
+        if (redo >> r) & 1 != 0:
+            acc_g[r] = warp_sum(ex_g[r])
+            acc_u[r] = warp_sum(ex_u[r])
 
 
 # ------------------------------------------------------------------------------------------ Q6_K
