@@ -299,11 +299,11 @@ def _dlpack_stream(stream):
 def _wait_for(producer, stream) -> None:
     """CAI v3 `stream`: the stream the call launches on waits for the producer's work."""
     from pyptx.runtime import driver
-    mine = int(stream or 0)
+    ctx = driver.context()
+    mine = int(stream or ctx.home)
     producer = int(producer)
     if producer == mine or (producer == 1 and mine == 0):
         return
-    ctx = driver.context()
     from pyptx.runtime.devmem import order_after
     pushed = ctx.enter()
     try:

@@ -283,9 +283,10 @@ class FakeDriver:
 
     def _last_on(self, stream) -> int:
         s = int(stream or 0)
+        s = 0 if s == 1 else s                     # CU_STREAM_LEGACY names the NULL stream
         last = -1
         for i, (st, _t, _g) in enumerate(self.pending):
-            if st == s or st == 0 or s == 0:       # the legacy stream orders with every stream
+            if st == s or st in (0, 1) or s == 0:  # the legacy stream orders with every stream
                 last = i
         return last
 

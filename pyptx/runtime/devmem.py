@@ -110,8 +110,8 @@ def order_after(ctx, waiter: int, stream: int) -> None:
     drv = ctx.drv
     ev = ctx.event()
     try:
-        check(drv.cuEventRecord(ev, stream), "cuEventRecord", drv)
-        check(drv.cuStreamWaitEvent(waiter, ev, 0), "cuStreamWaitEvent", drv)
+        check(drv.cuEventRecord(ev, stream or ctx.home), "cuEventRecord", drv)
+        check(drv.cuStreamWaitEvent(waiter or ctx.home, ev, 0), "cuStreamWaitEvent", drv)
     finally:
         ctx.idle_event(ev)          # re-recording later does not change the wait queued now
 

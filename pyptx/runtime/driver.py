@@ -498,6 +498,10 @@ class Context:
         self.pid = os.getpid()
         from .devmem import MemoryPool
         self.pool = MemoryPool(self)
+        #: the stream handle pyptx's "default stream" work goes to: 0, or CU_STREAM_LEGACY (1)
+        #: when cuda-python runs in per-thread default stream mode, where handle 0 is a
+        #: different stream in every thread (pool reuse and ordering assume one home stream)
+        self.home = home_stream_handle()
         self._events: list = []        # idle internal events (timing disabled)
         self.deferred: list = []       # (event, callbacks): run once the event has completed
         self._deferred_lock = threading.Lock()
@@ -568,7 +572,7 @@ class Context:
         next launch or synchronise: `reap()`).  Caller holds the context current."""
         ev = self.event()
         try:
-            check(self.drv.cuEventRecord(ev, stream or 0), "cuEventRecord", self.drv)
+            check(self.drv.cuEventRecord(ev, stream or self.home), "cuEventRecord", self.drv)
         except DeviceError:
             self.idle_event(ev)
             self.synchronize_all_quietly()
@@ -816,7 +820,11 @@ def memcpy_htod(dst: int, src_host: int, nbytes: int, stream=None,
     drv = ctx.drv
     pushed = ctx.enter()
     try:
-        if stream is None:
+        if stream is None and ctx.home:         # per-thread mode: pyptx's home is the legacy stream
+            check(drv.cuMemcpyHtoDAsync(dst, src_host, nbytes, ctx.home), "cuMemcpyHtoDAsync",
+                  drv)
+            check(drv.cuStreamSynchronize(ctx.home), "cuStreamSynchronize", drv)
+        elif stream is None:
             check(drv.cuMemcpyHtoD(dst, src_host, nbytes), "cuMemcpyHtoD", drv)
         else:
             check(drv.cuMemcpyHtoDAsync(dst, src_host, nbytes, stream), "cuMemcpyHtoDAsync",
@@ -834,7 +842,12 @@ def memcpy_dtoh(dst_host: int, src: int, nbytes: int, stream=None,
     pushed = ctx.enter()
     try:
         if stream is None:
-            check(drv.cuMemcpyDtoH(dst_host, src, nbytes), "cuMemcpyDtoH", drv)
+            if ctx.home:                        # per-thread mode: from the legacy stream
+                check(drv.cuMemcpyDtoHAsync(dst_host, src, nbytes, ctx.home),
+                      "cuMemcpyDtoHAsync", drv)
+                check(drv.cuStreamSynchronize(ctx.home), "cuStreamSynchronize", drv)
+            else:
+                check(drv.cuMemcpyDtoH(dst_host, src, nbytes), "cuMemcpyDtoH", drv)
             if ctx.deferred:
                 ctx.reap()
         else:
@@ -910,7 +923,7 @@ class Event:
 
     def record(self, stream=None) -> None:
         self._ctx.call("cuEventRecord", self._ctx.drv.cuEventRecord, self.handle,
-                       stream_handle(stream) or 0)
+                       stream_handle(stream) or self._ctx.home)
 
     def synchronize(self) -> None:
         from .graph import check as capture_check
@@ -924,6 +937,24 @@ class Event:
         self.synchronize()
         return float(self._ctx.call("cuEventElapsedTime", self._ctx.drv.cuEventElapsedTime,
                                     start.handle, self.handle))
+
+
+#: CU_STREAM_LEGACY: the legacy default stream, named explicitly
+STREAM_LEGACY = 1
+
+
+def per_thread_default_stream() -> bool:
+    """cuda-python's per-thread default stream mode (`CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM
+    =1`, read by the bindings when they load; any other value is legacy mode, as in
+    cuda-bindings >= 13.2.1)."""
+    return os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0").strip() == "1"
+
+
+def home_stream_handle() -> int:
+    """The handle pyptx uses for "the default stream": 0, or CU_STREAM_LEGACY in per-thread
+    mode — so pyptx's own work stays on one stream that every thread shares and that every
+    blocking stream (per-thread default streams included) synchronises with."""
+    return STREAM_LEGACY if per_thread_default_stream() else 0
 
 
 def stream_handle(stream):

@@ -182,7 +182,7 @@ class GpuLauncher:
                     self._check_limits(fn, block, shared_mem)
                 with self.lock:
                     res = self.cu_launch(fn.handle, grid[0], grid[1], grid[2], block[0],
-                                         block[1], block[2], shared_mem, hstream,
+                                         block[1], block[2], shared_mem, hstream or ctx.home,
                                          self.packer.pack(values), 0)
                 if res[0] != ctx.success:
                     driver.check(res, f"cuLaunchKernel({fn.entry})", ctx.drv)
@@ -198,7 +198,8 @@ class GpuLauncher:
                 if shared_mem or self.tight or fn is self.coherent:
                     self._check_limits(fn, block, shared_mem)
                 with self.lock:
-                    fn.launch(grid, block, shared_mem, hstream, self.packer.pack(values))
+                    fn.launch(grid, block, shared_mem, hstream or ctx.home,
+                              self.packer.pack(values))
                 staged.copy_back()
             finally:
                 staged.finish()
@@ -252,7 +253,7 @@ class _Staging:
         self.buffers.append(entry)
         self.by_host[key] = entry
         drv = self.ctx.drv
-        driver.check(drv.cuMemcpyHtoDAsync(ptr, key[0], nbytes, self.stream or 0),
+        driver.check(drv.cuMemcpyHtoDAsync(ptr, key[0], nbytes, self.stream or self.ctx.home),
                      "cuMemcpyHtoDAsync", drv)
         return ptr
 
@@ -260,7 +261,7 @@ class _Staging:
         """CAI v3 `stream`: make the launch stream wait for the producer's pending work."""
         if producer is None:
             return
-        mine = self.stream or 0
+        mine = self.stream or self.ctx.home
         if producer == mine or (producer == 1 and mine == 0):
             return
         drv = self.ctx.drv
@@ -276,10 +277,11 @@ class _Staging:
         drv = self.ctx.drv
         back = [e for e in self.buffers if e[3]]
         for ptr, _size, (addr, nbytes), _w in back:
-            driver.check(drv.cuMemcpyDtoHAsync(addr, ptr, nbytes, self.stream or 0),
+            driver.check(drv.cuMemcpyDtoHAsync(addr, ptr, nbytes, self.stream or self.ctx.home),
                          "cuMemcpyDtoHAsync", drv)
         if back:
-            driver.check(drv.cuStreamSynchronize(self.stream or 0), "cuStreamSynchronize", drv)
+            driver.check(drv.cuStreamSynchronize(self.stream or self.ctx.home),
+                         "cuStreamSynchronize", drv)
 
     def finish(self) -> None:
         """Buffers back to the pool (stream-ordered, so no wait), DLPack tensors released once

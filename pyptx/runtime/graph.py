@@ -255,7 +255,7 @@ class Graph:
         if self._device == "gpu":
             ctx = self._ctx
             run = lambda: ctx.call("cuGraphLaunch", ctx.drv.cuGraphLaunch,  # noqa: E731
-                                   self._exec, hstream or 0)
+                                   self._exec, hstream or ctx.home)
             if chk is None:
                 run()
             else:
