@@ -89,6 +89,10 @@ def check_out(fn: str, out, shape, dtype, like) -> None:
         if out.device != like.device:
             raise ValueError(f"{fn}: out lives on device {out.device!r}, the inputs on "
                              f"{like.device!r}")
+        if out.on_gpu and out.device_pointer % 16:
+            raise ValueError(f"{fn}: out is not 16-byte aligned (address "
+                             f"{out.device_pointer:#x}); the kernels write it with 128-bit "
+                             f"stores: pass a fresh array, not a view at an offset")
     elif isinstance(out, np.ndarray):
         if is_device(like):
             raise ValueError(f"{fn}: out is a host array but the inputs live on the device; "

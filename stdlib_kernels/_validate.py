@@ -133,6 +133,20 @@ def _device_array(fn: str, name: str, value, dtype, ndims: tuple[int, ...]):
         raise ValueError(f"{fn}: {name} must be {want}, got shape {value.shape}")
     if any(d > _I32_MAX for d in value.shape):
         raise ValueError(f"{fn}: {name} has a dimension over 2**31-1 ({value.shape})")
+    return aligned(value)
+
+
+def aligned(value):
+    """A GPU DeviceArray whose address is not 16-byte aligned (a row slice `a[i:j]`, a torch
+    view with a storage offset) copied to a fresh aligned one, by a kernel (so it stays
+    stream-ordered and captures in a graph): the stdlib's kernels read with 128-bit loads, which
+    a GPU refuses on a misaligned address.  Host arrays need nothing: launches stage them into
+    aligned buffers."""
+    if value.on_gpu and value.device_pointer % 16:
+        from ._args import copy_device
+        fresh = empty(value.shape, value.dtype, value)
+        copy_device(fresh, value)
+        return fresh
     return value
 
 

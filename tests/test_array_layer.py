@@ -204,3 +204,27 @@ def test_launch_scope_sets_the_stream_and_can_force_the_executor(fake):
         got = sk.softmax(x)                        # numpy: run on the executor, no GPU launch
     assert len([c for c in fake.calls if c[0] == "cuLaunchKernel"]) == n
     np.testing.assert_array_equal(got, sk.softmax(x))
+
+
+def _last_launch(fake, entry_part):
+    return [l for l in fake.launches if entry_part in l.entry][-1]
+
+
+def test_a_misaligned_device_view_is_copied_to_an_aligned_array_first(fake):
+    """The stdlib's kernels read with 128-bit loads, which a GPU refuses on an address that is
+    not 16-byte aligned: a view 4 bytes into an array (a row slice, a torch view with a storage
+    offset) is first copied by a kernel; an aligned one is launched on directly; a misaligned
+    out= is refused."""
+    x = np.random.default_rng(8).standard_normal(81).astype(np.float32)
+    d = pyptx.to_device(x)
+    view = d[1:81].reshape(2, 40)
+    assert view.device_pointer % 16 == 4
+    got = sk.softmax(view)
+    assert _last_launch(fake, "softmax").params["x"] % 16 == 0
+    assert any("copy_kernel" in l.entry for l in fake.launches)
+    np.testing.assert_array_equal(got.copy_to_host(), sk.softmax(x[1:].reshape(2, 40).copy()))
+    n = len(fake.launches)
+    sk.softmax(d[0:80].reshape(2, 40))                 # aligned: no copy
+    assert len(fake.launches) == n + 1
+    with pytest.raises(ValueError, match="out is not 16-byte aligned"):
+        sk.softmax(d[0:80].reshape(2, 40), out=d[1:81].reshape(2, 40))
