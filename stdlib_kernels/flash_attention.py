@@ -338,6 +338,12 @@ def _arrays(q, k, v):
     return kind, flat(q, h, sq), flat(k, hk, sk), flat(v, hk, sk), tuple(q.shape), h // hk
 
 
+def _half_head_dim(d: int) -> None:
+    if d % 16 or d > WIDE_MAX_D:
+        raise ValueError(f"flash_attention: float16/bfloat16 head_dim must be a multiple of 16 "
+                         f"up to {WIDE_MAX_D}, got {d} (float32 takes any head_dim up to 256)")
+
+
 def _positive_scale(q3, scale_log2: np.float32):
     """The tensor-core kernels take the row maximum of raw scores, so they need a scale > 0:
     a negative scale is the same softmax with -q (exact: a sign-bit flip of the f16/bf16
@@ -376,9 +382,7 @@ def flash_attention_arrays(kind: str, q3, k3, v3, group: int, causal: bool, scal
             flash_attention_f32_kernel[(V.ceil_div(sq, SIMT_WARPS), bh), SIMT_WARPS * 32](
                 out, q3, k3, v3, group, scale_log2, dpl, kt, bool(causal), d % 4 == 0)
         return out
-    if d % 16 or d > WIDE_MAX_D:
-        raise ValueError(f"flash_attention: float16/bfloat16 head_dim must be a multiple of 16 "
-                         f"up to {WIDE_MAX_D}, got {d} (float32 takes any head_dim up to 256)")
+    _half_head_dim(d)
     if out is None:
         out = V.empty((bh, sq, d), np.uint16, q3)
     if bh and sq:
@@ -413,9 +417,8 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, *
     scale = V.float_scalar("flash_attention", "scale", scale)
     if d > 256:
         raise ValueError(f"flash_attention: head_dim must be at most 256, got {d}")
-    if kind != "f32" and (d % 16 or d > WIDE_MAX_D):
-        raise ValueError(f"flash_attention: float16/bfloat16 head_dim must be a multiple of 16 "
-                         f"up to {WIDE_MAX_D}, got {d} (float32 takes any head_dim up to 256)")
+    if kind != "f32":
+        _half_head_dim(d)      # before the result is allocated
     res = result("flash_attention", out, shape, q.dtype, q)
     dst = res.reshape(q3.shape)
     flash_attention_arrays(kind, q3, k3, v3, group, bool(causal), scale,
