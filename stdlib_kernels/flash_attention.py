@@ -30,6 +30,8 @@ import pyptx
 from pyptx import block_idx, f32, i32, thread_idx, u16
 
 from . import _validate as V
+from ._args import result, stdlib_function
+from .gemm_tc import _FROM_BITS, same_place
 from ._flash_tile import F32_MAX, MASKED, NEG_INF, PLAIN, finish, rescale, softmax_tile
 from .flash_attention_wide import (WIDE_MAX_D, WIDE_THREADS, WQ,
                                    flash_attention_tc_wide_kernel, passes as wide_passes)
@@ -270,80 +272,119 @@ def flash_attention_f32_kernel(out: f32[:, :, :], q: f32[:, :, :], k: f32[:, :, 
                 out[bh, row, dd] = acc[i] * inv
 
 
+# ---- negative scales on the device --------------------------------------------------------------
+
+@pyptx.kernel
+def flip_sign_kernel(out: u16[:], x: u16[:]):
+    """out = -x for f16 / bf16 bit patterns (the sign bit flipped: exact, NaN stays NaN)."""
+    i = pyptx.grid(1)
+    if i < len(out):
+        out[i] = x[i] ^ 0x8000
+
+
+FLIP_THREADS = 256
+
+
 # ---- host side ---------------------------------------------------------------------------------
 
 def _arrays(q, k, v):
-    """Validate q, k, v -> (kind, q3, k3, v3, out_shape, batch, heads, kv_heads); kind is
-    'f32', 'f16' or 'bf16' and the 3-d arrays are [batch * heads, seq, d] (uint16 bits for the
-    half types)."""
+    """Validate q, k, v -> (kind, q3, k3, v3, out_shape, group); kind is 'f32', 'f16' or
+    'bf16' and the 3-d arrays are [batch * heads, seq, d] (uint16 bits for the half types):
+    numpy arrays, or DeviceArray views for DeviceArray inputs (all three must live in one
+    place)."""
     fn = "flash_attention"
     arrs = {}
     for name, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, np.ndarray):
-            raise TypeError(f"{fn}: {name} must be a numpy array, got {type(x).__name__}")
+        if not (isinstance(x, np.ndarray) or V.is_device(x)):
+            raise TypeError(f"{fn}: {name} must be an array ({V.ARRAY_KINDS}), got "
+                            f"{type(x).__name__}")
         if x.ndim not in (3, 4):
             raise ValueError(f"{fn}: {name} must be [heads, seq, head_dim] or [batch, heads, "
-                             f"seq, head_dim], got shape {x.shape}")
+                             f"seq, head_dim], got shape {tuple(x.shape)}")
         arrs[name] = x
     kinds = {n: {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}.get(x.dtype.name)
              for n, x in arrs.items()}
     for n, kd in kinds.items():
         if kd is None:
+            hint = _FROM_BITS if arrs[n].dtype == np.uint16 else ""
             raise TypeError(f"{fn}: {n} must be float32, float16 or bfloat16, got "
-                            f"{arrs[n].dtype}")
+                            f"{arrs[n].dtype}{hint}")
     if len(set(kinds.values())) != 1:
         raise TypeError(f"{fn}: q, k and v must have one dtype, got {q.dtype}, {k.dtype}, "
                         f"{v.dtype}")
+    same_place(fn, "k", k, q, "q")
+    same_place(fn, "v", v, q, "q")
     if not q.ndim == k.ndim == v.ndim:
         raise ValueError(f"{fn}: q, k and v must have the same number of dimensions")
     V.same_shape(fn, "v", v, k.shape, "k")
-    q4 = q if q.ndim == 4 else q[None]
-    k4 = k if k.ndim == 4 else k[None]
-    b, h, sq, d = q4.shape
-    bk, hk, sk, dk = k4.shape
+    q4 = tuple(q.shape) if q.ndim == 4 else (1,) + tuple(q.shape)
+    k4 = tuple(k.shape) if k.ndim == 4 else (1,) + tuple(k.shape)
+    b, h, sq, d = q4
+    bk, hk, sk, dk = k4
     if bk != b:
         raise ValueError(f"{fn}: k must have batch {b} (from q), got {bk}")
     if dk != d:
         raise ValueError(f"{fn}: k must have head_dim {d} (from q), got {dk}")
     if hk == 0 or h % hk:
         raise ValueError(f"{fn}: q's {h} heads must be a multiple of k's {hk} heads")
+    for name, x in arrs.items():
+        if any(s > 2**31 - 1 for s in x.shape):
+            raise ValueError(f"{fn}: {name} has a dimension over 2**31-1 ({tuple(x.shape)})")
     kind = kinds["q"]
 
-    def flat(x, rows):
-        x = np.ascontiguousarray(x).reshape(b * x.shape[-3 if x.ndim == 3 else 1], rows, d)
+    def flat(x, heads, rows):
+        x = (x if V.is_device(x) else np.ascontiguousarray(x)).reshape(b * heads, rows, d)
         return x.view(np.uint16) if kind != "f32" else x
-    return kind, flat(q, sq), flat(k, sk), flat(v, sk), q.shape, h // hk
+    return kind, flat(q, h, sq), flat(k, hk, sk), flat(v, hk, sk), tuple(q.shape), h // hk
 
 
-def _positive_scale(q3: np.ndarray, scale_log2: np.float32):
+def _half_head_dim(d: int) -> None:
+    if d % 16 or d > WIDE_MAX_D:
+        raise ValueError(f"flash_attention: float16/bfloat16 head_dim must be a multiple of 16 "
+                         f"up to {WIDE_MAX_D}, got {d} (float32 takes any head_dim up to 256)")
+
+
+def _positive_scale(q3, scale_log2: np.float32):
     """The tensor-core kernels take the row maximum of raw scores, so they need a scale > 0:
     a negative scale is the same softmax with -q (exact: a sign-bit flip of the f16/bf16
-    bits), a zero scale a tiny positive one (2^(s * 1e-30) rounds to 1 for every score)."""
+    bits: on the host for numpy q, by `flip_sign_kernel` into a scratch array for a
+    DeviceArray q), a zero scale a tiny positive one (2^(s * 1e-30) rounds to 1 for every
+    score)."""
     if scale_log2 < 0:
+        if V.is_device(q3):
+            neg = V.empty(q3.shape, np.uint16, q3)
+            n = q3.size
+            if n:
+                flip_sign_kernel[V.ceil_div(n, FLIP_THREADS), FLIP_THREADS](
+                    neg.reshape(-1), q3.reshape(-1))
+            return neg, np.float32(-scale_log2)
         return q3 ^ np.uint16(0x8000), np.float32(-scale_log2)
     return q3, max(scale_log2, np.float32(1e-30))
 
 
-def flash_attention_arrays(kind: str, q3: np.ndarray, k3: np.ndarray, v3: np.ndarray,
-                           group: int, causal: bool, scale: float) -> np.ndarray:
-    """The kernel launch on validated [b*h, seq, d] arrays (uint16 bits for 'f16'/'bf16')."""
+def flash_attention_arrays(kind: str, q3, k3, v3, group: int, causal: bool, scale: float,
+                           out=None):
+    """The kernel launch on validated [b*h, seq, d] arrays (uint16 bits for 'f16'/'bf16'; numpy
+    or DeviceArrays).  `out`: the [b*h, seq_q, d] result to write (float32, or uint16 bits for
+    the half kinds; it may be a view of the caller's float16/bfloat16 array); default a new
+    array where q3 lives."""
     bh, sq, d = q3.shape
     sk = k3.shape[1]
     # past f32's range: the largest f32 (inf would make 0 * inf = NaN scores; with it every
     # scaled score past the range is clamped, see _flash_tile)
     scale_log2 = np.float32(np.clip(scale * LOG2E, -F32_MAX, F32_MAX))
     if kind == "f32":
-        out = np.zeros((bh, sq, d), np.float32)
+        if out is None:
+            out = V.empty((bh, sq, d), np.float32, q3)
         if bh and sq and d:
             dpl = V.ceil_div(d, 32)
             kt = SIMT_KT if dpl <= 4 else SIMT_KT // 2
             flash_attention_f32_kernel[(V.ceil_div(sq, SIMT_WARPS), bh), SIMT_WARPS * 32](
                 out, q3, k3, v3, group, scale_log2, dpl, kt, bool(causal), d % 4 == 0)
         return out
-    if d % 16 or d > WIDE_MAX_D:
-        raise ValueError(f"flash_attention: float16/bfloat16 head_dim must be a multiple of 16 "
-                         f"up to {WIDE_MAX_D}, got {d} (float32 takes any head_dim up to 256)")
-    out = np.zeros((bh, sq, d), np.uint16)
+    _half_head_dim(d)
+    if out is None:
+        out = V.empty((bh, sq, d), np.uint16, q3)
     if bh and sq:
         q3, scale_log2 = _positive_scale(q3, scale_log2)
         if d <= TC_MAX_D:
@@ -357,13 +398,15 @@ def flash_attention_arrays(kind: str, q3: np.ndarray, k3: np.ndarray, v3: np.nda
     return out
 
 
-def flash_attention(q, k, v, causal: bool = False, scale: float | None = None) -> np.ndarray:
+@stdlib_function
+def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, *, out=None):
     """softmax(q kᵀ · scale [+ causal mask]) v per head, in q's dtype.
 
     q: `[heads, seq_q, d]` or `[batch, heads, seq_q, d]`, float32, float16 or bfloat16 (an
     ml_dtypes array); k, v: the same layout with `heads / group` heads and seq_k rows.  `scale`
     defaults to 1/sqrt(d).  causal: query i sees keys j <= i + seq_k - seq_q.  float16/bfloat16
     run on tensor cores (f32 accumulation and softmax; head_dim a multiple of 16 up to 256).
+    The result has q's shape and dtype and lives where q does (or is `out`).
     """
     kind, q3, k3, v3, shape, group = _arrays(q, k, v)
     if not isinstance(causal, (bool, np.bool_)):
@@ -374,5 +417,10 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None) -
     scale = V.float_scalar("flash_attention", "scale", scale)
     if d > 256:
         raise ValueError(f"flash_attention: head_dim must be at most 256, got {d}")
-    out = flash_attention_arrays(kind, q3, k3, v3, group, bool(causal), scale)
-    return out.reshape(shape) if kind == "f32" else out.reshape(shape).view(q.dtype)
+    if kind != "f32":
+        _half_head_dim(d)      # before the result is allocated
+    res = result("flash_attention", out, shape, q.dtype, q)
+    dst = res.reshape(q3.shape)
+    flash_attention_arrays(kind, q3, k3, v3, group, bool(causal), scale,
+                           dst if kind == "f32" else dst.view(np.uint16))
+    return res

@@ -15,6 +15,7 @@ import pyptx
 from pyptx import block_idx, f32, i32, thread_idx
 
 from . import _validate as V
+from ._args import result, stdlib_function
 
 #: tile geometry of the tiled kernel (the 4×4 register block below is written out for these)
 TILE_M = 64
@@ -140,23 +141,29 @@ def tiled_vec(k: int, n: int) -> int:
     return 4 if k % 4 == 0 and n % 4 == 0 else 1
 
 
-def gemm(a: np.ndarray, b: np.ndarray, variant: str = "tiled") -> np.ndarray:
+@stdlib_function
+def gemm(a, b, variant: str = "tiled", *, out=None):
     """C = A @ B in float32: c[i, j] = Σ_k a[i, k] · b[k, j] (float32 accumulation).
 
     `a` is `[m, k]`, `b` `[k, n]`, any sizes.  `variant` is `"naive"` (one thread per output) or
     `"tiled"` (shared-memory tiles, 4×4 register blocking).  `"tensor_core"` takes float16 (or
     bfloat16) `a`, `b` and multiplies on tensor cores with float32 accumulation (gemm_tc.py).
+    The result is a new float32 `[m, n]` array where the inputs live (or `out`).
     """
+    variant = V.choice("gemm", "variant", variant, VARIANTS + ("tensor_core",))
     if variant == "tensor_core":
         from .gemm_tc import gemm_tensor_core
-        return gemm_tensor_core(a, b)
-    variant = V.choice("gemm", "variant", variant, VARIANTS)
+        return gemm_tensor_core(a, b, out)
     a = V.float32_array("gemm", "a", a, (2,))
     b = V.float32_array("gemm", "b", b, (2,))
+    if V.is_device(a) != V.is_device(b):
+        from .gemm_tc import same_place
+        same_place("gemm", "b", b, a, "a")
     if a.shape[1] != b.shape[0]:
-        raise ValueError(f"gemm: b must have {a.shape[1]} rows (a's columns), got shape {b.shape}")
+        raise ValueError(f"gemm: b must have {a.shape[1]} rows (a's columns), got shape "
+                         f"{tuple(b.shape)}")
     m, n = a.shape[0], b.shape[1]
-    c = np.empty((m, n), np.float32)
+    c = result("gemm", out, (m, n), np.float32, a)
     if m == 0 or n == 0:
         return c
     if variant == "naive":

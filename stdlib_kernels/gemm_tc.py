@@ -22,6 +22,7 @@ import pyptx
 from pyptx import block_idx, f32, i32, thread_idx, u16
 
 from . import _validate as V
+from ._args import result
 
 BM, BN, BK = 64, 64, 32
 PAD = 8                      # halves of padding per shared row (keeps rows 16-byte aligned)
@@ -142,48 +143,89 @@ def gemm_tc_kernel(c: f32[:, :], a: u16[:, :], b: u16[:, :], bf: pyptx.constexpr
     _store_tile(c, row + 16, col + 24, c13[0], c13[1], c13[2], c13[3])
 
 
-def half_bits(fn: str, name: str, value, ndims: tuple[int, ...]) -> tuple[np.ndarray, bool]:
-    """A float16 or bfloat16 array -> (C-contiguous uint16 bit patterns, is_bf16).  bfloat16
-    arrays are numpy arrays whose dtype is named 'bfloat16' (ml_dtypes)."""
-    if not isinstance(value, np.ndarray):
-        raise TypeError(f"{fn}: {name} must be a numpy float16 or bfloat16 array, got "
-                        f"{type(value).__name__}")
+#: the fix for a uint16 array of bit patterns where float16/bfloat16 is needed
+_FROM_BITS = ("; pass ml_dtypes.bfloat16 or float16 arrays (x.view(ml_dtypes.bfloat16) or "
+              "x.view(np.float16) for uint16 bit patterns)")
+
+
+def half_dtype(fn: str, name: str, value, ndims: tuple[int, ...]) -> bool:
+    """Check that `value` is a float16 or bfloat16 array (numpy, ml_dtypes.bfloat16, or a
+    DeviceArray of either) with one of `ndims` dimensions; returns is_bf16."""
+    if not (isinstance(value, np.ndarray) or V.is_device(value)):
+        raise TypeError(f"{fn}: {name} must be a float16 or bfloat16 array ({V.ARRAY_KINDS}), "
+                        f"got {type(value).__name__}")
     if value.dtype == np.float16:
         bf = False
     elif value.dtype.name == "bfloat16":
         bf = True
+    elif value.dtype == np.uint16:
+        raise TypeError(f"{fn}: {name} must have dtype float16 or bfloat16, got uint16"
+                        f"{_FROM_BITS}")
     else:
         raise TypeError(f"{fn}: {name} must have dtype float16 or bfloat16, got {value.dtype}; "
                         f"convert with .astype(np.float16)")
     if value.ndim not in ndims:
         raise ValueError(f"{fn}: {name} must have {' or '.join(map(str, ndims))} dimensions, "
-                         f"got shape {value.shape}")
-    return np.ascontiguousarray(value).view(np.uint16), bf
+                         f"got shape {tuple(value.shape)}")
+    if any(d > 2**31 - 1 for d in value.shape):
+        raise ValueError(f"{fn}: {name} has a dimension over 2**31-1 ({tuple(value.shape)})")
+    return bf
 
 
-def gemm_tc_bits(a: np.ndarray, b: np.ndarray, bf: bool) -> np.ndarray:
-    """C = A @ B (float32) for uint16 arrays of f16 (bf False) or bf16 (bf True) bit patterns."""
+def bits(x):
+    """A float16/bfloat16 array (numpy or DeviceArray) as C-contiguous uint16 bit patterns,
+    without a copy where it is contiguous already (a DeviceArray always is)."""
+    if V.is_device(x):
+        return x.view(np.uint16)
+    return np.ascontiguousarray(x).view(np.uint16)
+
+
+def half_bits(fn: str, name: str, value, ndims: tuple[int, ...]):
+    """A float16 or bfloat16 array -> (C-contiguous uint16 bit patterns, is_bf16): a numpy
+    view (bfloat16 is ml_dtypes') or, for a DeviceArray, a DeviceArray view."""
+    bf = half_dtype(fn, name, value, ndims)
+    return bits(value), bf
+
+
+def same_place(fn: str, name: str, value, like, like_name: str) -> None:
+    """`value` lives where `like` does (both host arrays, or both DeviceArrays)."""
+    if V.is_device(value) != V.is_device(like):
+        where = lambda x: "a DeviceArray" if V.is_device(x) else "a host array"  # noqa: E731
+        raise ValueError(f"{fn}: {name} is {where(value)} but {like_name} is {where(like)}; "
+                         f"pass all of them on the host or all on the device")
+
+
+def gemm_tc_bits(a, b, bf: bool, c=None):
+    """C = A @ B (float32) for uint16 arrays of f16 (bf False) or bf16 (bf True) bit patterns
+    (numpy or DeviceArrays); `c`: the [m, n] float32 result to write (default: a new numpy
+    array)."""
     m, k = a.shape
     n = b.shape[1]
-    c = np.empty((m, n), np.float32)
+    if c is None:
+        c = np.empty((m, n), np.float32)
     if m == 0 or n == 0:
         return c
-    if k == 0:
+    if k == 0 and not V.is_device(c):
         c[...] = 0.0
         return c
+    # k == 0 on the device: the kernel stages zero-filled tiles only (nothing is read) and
+    # stores its zero accumulators, so the result is written where it lives
     grid = (V.ceil_div(n, BN), V.ceil_div(m, BM))
     gemm_tc_kernel[grid, THREADS](c, a, b, bool(bf), k % 8 == 0, n % 8 == 0)
     return c
 
 
-def gemm_tensor_core(a, b) -> np.ndarray:
-    """gemm(a, b, variant="tensor_core"): float16 (or bfloat16) inputs, float32 result."""
+def gemm_tensor_core(a, b, out=None):
+    """gemm(a, b, variant="tensor_core"): float16 (or bfloat16) inputs, float32 result (in
+    `out` when given; a DeviceArray for DeviceArray inputs)."""
     a16, abf = half_bits("gemm", "a", a, (2,))
     b16, bbf = half_bits("gemm", "b", b, (2,))
     if abf != bbf:
         raise TypeError(f"gemm: a and b must have the same dtype for variant='tensor_core', got "
                         f"{a.dtype} and {b.dtype}")
+    same_place("gemm", "b", b, a, "a")
     if a16.shape[1] != b16.shape[0]:
         raise ValueError(f"gemm: b must have {a16.shape[1]} rows (a's columns), got shape "
-                         f"{b16.shape}")
-    return gemm_tc_bits(a16, b16, abf)
+                         f"{tuple(b16.shape)}")
+    c = result("gemm", out, (a16.shape[0], b16.shape[1]), np.float32, a)
+    return gemm_tc_bits(a16, b16, abf, c)
