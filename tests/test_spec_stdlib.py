@@ -104,10 +104,13 @@ def test_signature_and_defaults(name):
     want = SIGNATURES[name]
     got = [(p.name, p.default) for p in params[:len(want)]]
     assert got == want
-    for p in params:
-        assert p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    for p in params:                              # out= (SPEC 8.2) is keyword-only
+        assert p.kind is (inspect.Parameter.KEYWORD_ONLY if p.name == "out"
+                          else inspect.Parameter.POSITIONAL_OR_KEYWORD)
     for p in params[len(want):]:                  # extensions must be optional
         assert p.default is not inspect.Parameter.empty
+    if name not in ("kv_scatter", "paged_kv_scatter"):      # in place: nothing to put in out
+        assert params[-1].name == "out" and params[-1].default is None
 
 
 def test_kernels_are_module_attributes_and_compile():
