@@ -104,8 +104,10 @@ def test_signature_and_defaults(name):
     want = SIGNATURES[name]
     got = [(p.name, p.default) for p in params[:len(want)]]
     assert got == want
-    for p in params:
-        assert p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    for p in params:                              # `out=` (the array layer) keyword-only
+        want_kind = inspect.Parameter.KEYWORD_ONLY if p.name == "out" else \
+            inspect.Parameter.POSITIONAL_OR_KEYWORD
+        assert p.kind is want_kind, p.name
     for p in params[len(want):]:                  # extensions must be optional
         assert p.default is not inspect.Parameter.empty
 

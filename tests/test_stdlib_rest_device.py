@@ -29,7 +29,7 @@ MEASURED = {"attention": 0.175, "rope": 0.71, "swiglu": 0.50, "dot": 0.09}
 C_ATTENTION = 1.75
 C_ROPE = 7.0
 C_SWIGLU = 5.0
-#: plain f32 dot products (gate_up_swiglu's, the F32 GGUF weight's tiled GEMM): C_DOT·√k·u·Σ|x||w|
+#: plain f32 dot products (gate_up_swiglu's, the F32 GGUF weight's GEMM): C_DOT·√k·u·Σ|x||w|
 C_DOT = 0.9
 
 
@@ -136,7 +136,7 @@ def test_numpy_and_device_arrays_give_identical_bits(cpu, tensors, name):
     np.testing.assert_array_equal(got.copy_to_host(), want)
 
 
-# ---- out= -------------------------------------------------------------------------------------------
+# ---- out= ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n not in IN_PLACE])
 def test_out_numpy_and_device(cpu, tensors, name):
@@ -169,7 +169,7 @@ def test_in_place_functions_have_no_out(cpu, tensors, name):
         fn(*args, out=np.empty(1, np.float32))
 
 
-# ---- torch CPU tensors in, torch tensors out ----------------------------------------------------------
+# ---- torch CPU tensors in, torch tensors out -----------------------------------------------------
 
 RATIOS: dict = {}     # what -> the worst |got - want| / bound seen (for measuring MEASURED)
 
@@ -363,7 +363,7 @@ def test_torch_in_place_functions_mutate_and_return_the_callers_tensors(cpu, ten
     assert torch.equal(kt, wk) and torch.equal(vt, wv)
 
 
-# ---- inside a graph on the fake GPU -----------------------------------------------------------------
+# ---- inside a graph on the fake GPU --------------------------------------------------------------
 
 @pytest.mark.parametrize("name", NAMES)
 def test_inside_a_graph_on_the_fake_gpu_equals_eager(fake, tensors, name):
@@ -390,3 +390,41 @@ def test_inside_a_graph_on_the_fake_gpu_equals_eager(fake, tensors, name):
     g.launch()
     assert fake.violations == []
     np.testing.assert_array_equal(out_d.copy_to_host(), want)
+
+
+# ---- gguf.matmul keeps a device x's weight resident ----------------------------------------------
+
+def test_gguf_weight_first_used_inside_a_graph_uploads_outside_the_recording(fake, tensors):
+    """The first device call may come inside a capture: the weight's upload runs as setup work
+    (no rule broken), and later calls upload nothing."""
+    sg._resident.clear()
+    r = np.random.default_rng(9)
+    x = f32(r, 1, 256)
+    for name in ("q4", "f32"):
+        x_d = pyptx.to_device(x)
+        with pyptx.graph() as g:
+            res = sg.matmul(x_d, tensors[name])
+        g.launch()
+        assert fake.violations == []
+        np.testing.assert_array_equal(res.copy_to_host(), sg.matmul(x, tensors[name]))
+        mark = len(fake.calls)
+        again = sg.matmul(x_d, tensors[name])
+        assert not [c for c, _ in fake.calls[mark:] if c.startswith("cuMemcpyHtoD")]
+        np.testing.assert_array_equal(again.copy_to_host(), res.copy_to_host())
+
+
+def test_gguf_device_weight_goes_with_its_tensor_data(cpu):
+    """The resident copy is keyed by the tensor.data object and dropped when it is collected."""
+    import gc
+    from types import SimpleNamespace
+    r = np.random.default_rng(10)
+    dense = f32(r, 8, 32)
+    t = SimpleNamespace(name="w", tensor_type=T.F32, shape=np.array([32, 8]), data=dense)
+    key = id(dense)
+    x = f32(r, 2, 32)
+    got = sg.matmul(pyptx.to_device(x), t)
+    np.testing.assert_array_equal(got.copy_to_host(), sg.matmul(x, t))
+    assert key in sg._resident
+    del t, dense
+    gc.collect()
+    assert key not in sg._resident
