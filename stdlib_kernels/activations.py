@@ -18,6 +18,7 @@ import pyptx
 from pyptx import block_dim, block_idx, f32, thread_idx
 
 from . import _validate as V
+from ._args import result, stdlib_function
 from ._rows import load4_masked, row_head
 from ._warp import warp_sum
 
@@ -83,29 +84,32 @@ def gate_up_swiglu_kernel(out: f32[:, :], x: f32[:, :], w_gate: f32[:, :], w_up:
             out[r, j] = silu_mul(g, u)
 
 
-def swiglu(gate: np.ndarray, up: np.ndarray) -> np.ndarray:
+@stdlib_function
+def swiglu(gate, up, *, out=None):
     """out = gate · sigmoid(gate) · up = gate / (1 + exp(-gate)) · up, elementwise (float32).
 
-    `gate` and `up` have the same shape (any); returns a new array of that shape.
+    `gate` and `up` have the same shape (any); returns a new array of that shape (or fills
+    `out`).
     """
     gate = V.float32_array("swiglu", "gate", gate, tuple(range(0, 7)))
     up = V.float32_array("swiglu", "up", up, tuple(range(0, 7)))
     V.same_shape("swiglu", "up", up, gate.shape, "gate")
-    out = np.empty_like(gate)
     n = gate.size
     if n >= 2**31:
         raise ValueError("swiglu: gate has more than 2**31-1 elements")
+    out = result("swiglu", out, gate.shape, np.float32, gate)
     if n:
         swiglu_kernel[V.ceil_div(n, 4 * 256), 256](out.reshape(-1), gate.reshape(-1),
                                                    up.reshape(-1))
     return out
 
 
-def gate_up_swiglu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray) -> np.ndarray:
+@stdlib_function
+def gate_up_swiglu(x, w_gate, w_up, *, out=None):
     """Fused MLP gate/up + SwiGLU: out = swiglu(x @ w_gate.T, x @ w_up.T), one weight pass.
 
     `x` is `[m, k]` or `[k]`; `w_gate`, `w_up` are `[ff, k]` (nn.Linear layout).  Returns
-    `[m, ff]` (or `[ff]` for a 1-d x).
+    `[m, ff]` (or `[ff]` for a 1-d x), or fills `out`.
     """
     fn = "gate_up_swiglu"
     x_in = V.float32_array(fn, "x", x, (1, 2))
@@ -117,9 +121,9 @@ def gate_up_swiglu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray) -> np.nd
                          f"got {w_gate.shape}")
     V.same_shape(fn, "w_up", w_up, w_gate.shape, "w_gate")
     m, ff = x2.shape[0], w_gate.shape[0]
-    out = np.empty((m, ff), np.float32)
+    res = result(fn, out, (ff,) if x_in.ndim == 1 else (m, ff), np.float32, x_in)
     if m and ff:
         warps = min(FUSED_WARPS, ff)
         gate_up_swiglu_kernel[(V.ceil_div(ff, warps), m), 32 * warps](
-            out, x2, w_gate, w_up, 4 if x2.shape[1] % 4 == 0 else 1)
-    return out.reshape(ff) if x_in.ndim == 1 else out
+            res.reshape(m, ff), x2, w_gate, w_up, 4 if x2.shape[1] % 4 == 0 else 1)
+    return res

@@ -24,6 +24,7 @@ import pyptx
 from pyptx import block_dim, block_idx, f32, i32, thread_idx
 
 from . import _validate as V
+from ._args import result, stdlib_function
 from ._warp import NEG_BIG, warp_max, warp_sum
 
 LOG2E = 1.4426950408889634
@@ -262,6 +263,14 @@ def decode_merge_kernel(out: f32[:, :], part_ml: f32[:, :, :], part_acc: f32[:, 
         out[i // hd, i % hd] = merged_value(part_ml, part_acc, i // hd, i % hd)
 
 
+@pyptx.kernel
+def zero_kernel(out: f32[:]):
+    """out[:] = 0 (decode_attention's result for seq_len = 0 on the device)."""
+    i = pyptx.grid(1)
+    if i < len(out):
+        out[i] = 0.0
+
+
 def _cache(fn: str, name: str, cache, *, in_place: bool = False) -> np.ndarray:
     """A `[n_kv_heads, max_seq, head_dim]` float32 cache (C-contiguous if written in place)."""
     if in_place and isinstance(cache, np.ndarray) and not cache.flags.c_contiguous:
@@ -271,11 +280,14 @@ def _cache(fn: str, name: str, cache, *, in_place: bool = False) -> np.ndarray:
     return V.float32_array(fn, name, cache, (3,))
 
 
-def kv_scatter(src: np.ndarray, cache: np.ndarray, pos: int) -> np.ndarray:
+@stdlib_function
+def kv_scatter(src, cache, pos: int):
     """cache[h, pos, :] = src[h·head_dim : (h+1)·head_dim] for every KV head, in place.
 
     `cache` is `[n_kv_heads, max_seq, head_dim]` float32 (C-contiguous, updated in place and
-    returned); `src` is `[n_kv_heads * head_dim]` (or `[n_kv_heads, head_dim]`); 0 ≤ pos < max_seq.
+    returned: the caller's own object, a torch tensor stays that tensor); `src` is
+    `[n_kv_heads * head_dim]` (or `[n_kv_heads, head_dim]`); 0 ≤ pos < max_seq.  No `out=`:
+    the result is `cache` itself, so there is no separate result array to provide.
     """
     cache = _cache("kv_scatter", "cache", cache, in_place=True)
     n_kv, max_seq, hd = cache.shape
@@ -291,14 +303,15 @@ def kv_scatter(src: np.ndarray, cache: np.ndarray, pos: int) -> np.ndarray:
     return cache
 
 
-def decode_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, seq_len: int,
-                     num_splits: int | None = None) -> np.ndarray:
+@stdlib_function
+def decode_attention(q, k_cache, v_cache, seq_len: int, num_splits: int | None = None, *,
+                     out=None):
     """Single-token attention: out_h = Σ_t softmax_t(q_h·k_{g(h),t} / sqrt(head_dim)) v_{g(h),t}.
 
     `q` is `[n_heads, head_dim]` or flat; the caches are `[n_kv_heads, max_seq, head_dim]` with
     n_heads a multiple of n_kv_heads (g(h) = h // (n_heads / n_kv_heads)); only tokens
     t < seq_len are used (seq_len = 0 gives zeros).  `num_splits` (default: from seq_len) > 1
-    uses the flash-decoding split-K path.  Returns an array of q's shape.
+    uses the flash-decoding split-K path.  Returns an array of q's shape (or fills `out`).
     """
     fn = "decode_attention"
     k_cache = _cache(fn, "k_cache", k_cache)
@@ -314,9 +327,14 @@ def decode_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, se
         raise ValueError(f"{fn}: q's head count {n_heads} must be a positive multiple of "
                          f"k_cache's {n_kv} KV heads")
     seq_len = V.int_scalar(fn, "seq_len", seq_len, 0, max_seq)
-    q2 = q_in.reshape(n_heads, hd)
+    res = result(fn, out, q_in.shape, np.float32, q_in)
+    out2 = res.reshape(n_heads, hd)
     if seq_len == 0:
-        return np.zeros(q_in.shape, np.float32)
+        if V.is_device(res):
+            zero_kernel[V.ceil_div(res.size, 256), 256](res.reshape(-1))
+        else:
+            res.fill(0.0)
+        return res
     group = n_heads // n_kv
     dpl = V.ceil_div(hd, 32)
     tile = _tile(dpl, group)
@@ -328,17 +346,16 @@ def decode_attention(q: np.ndarray, k_cache: np.ndarray, v_cache: np.ndarray, se
     num_splits = V.int_scalar(fn, "num_splits", num_splits, 1, 65535)
     chunk = V.ceil_div(V.ceil_div(seq_len, num_splits), tile) * tile
     num_splits = V.ceil_div(seq_len, chunk)          # no empty trailing splits
-    out = np.empty((n_heads, hd), np.float32)
     scale_log2 = np.float32(LOG2E / math.sqrt(hd))
     split = num_splits > 1
-    part_ml = np.empty((n_heads, num_splits, 2) if split else (1, 1, 2), np.float32)
-    part_acc = np.empty((n_heads, num_splits, hd) if split else (1, 1, 1), np.float32)
+    part_ml = V.empty((n_heads, num_splits, 2) if split else (1, 1, 2), np.float32, q_in)
+    part_acc = V.empty((n_heads, num_splits, hd) if split else (1, 1, 1), np.float32, q_in)
     decode_attention_kernel[(n_kv, num_splits), 32 * group](
-        out, part_ml, part_acc, q2, k_cache, v_cache, seq_len, chunk, scale_log2, dpl, tile,
-        group, hd % 4 == 0, split)
+        out2, part_ml, part_acc, q_in.reshape(n_heads, hd), k_cache, v_cache, seq_len, chunk,
+        scale_log2, dpl, tile, group, hd % 4 == 0, split)
     if split:
-        decode_merge_kernel[V.ceil_div(n_heads * hd, 128), 128](out, part_ml, part_acc)
-    return out.reshape(q_in.shape)
+        decode_merge_kernel[V.ceil_div(n_heads * hd, 128), 128](out2, part_ml, part_acc)
+    return res
 
 
 def _tile(dpl: int, group: int) -> int | None:

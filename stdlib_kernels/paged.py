@@ -26,6 +26,7 @@ import pyptx
 from pyptx import block_idx, f32, i32, thread_idx, u32
 
 from . import _validate as V
+from ._args import result, stdlib_function
 from ._warp import NEG_BIG
 from .attention import (LOG2E, TARGET_BLOCKS, _tile, attend_tile, merged_value,
                         stage_vectors, store_partials, tile_sum, value_column)
@@ -208,12 +209,17 @@ def _pages(fn: str, name: str, pages, *, in_place: bool = False):
     return pages
 
 
-def paged_kv_scatter(k: np.ndarray, v: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarray,
-                     slots: np.ndarray) -> None:
+@stdlib_function
+def paged_kv_scatter(k, v, k_pages, v_pages, slots):
     """k_pages[s // page_size, :, s % page_size] = k[t] (and v) for s = slots[t]: token t's
-    `k[t]`, `v[t]` (`[tokens, n_kv_heads, head_dim]` float32) go to slot `slots[t]` of the pools (`[num_pages, n_kv_heads, page_size, head_dim]`, updated in
-    place): page `s // page_size`, row `s % page_size`.  A slot outside the pools (or a
-    repeated one) is a ValueError."""
+    `k[t]`, `v[t]` (`[tokens, n_kv_heads, head_dim]` float32) go to slot `slots[t]` of the pools
+    (`[num_pages, n_kv_heads, page_size, head_dim]`, C-contiguous, updated in place): page
+    `s // page_size`, row `s % page_size`.  A slot outside the pools (or a repeated one) is a
+    ValueError (host slots; device-resident slots are not read back).
+
+    Returns `(k_pages, v_pages)`, the caller's own objects (a torch tensor stays that tensor).
+    No `out=`: the results are the pools themselves, so there is no result array to provide.
+    """
     fn = "paged_kv_scatter"
     k_pages = _pages(fn, "k_pages", k_pages, in_place=True)
     v_pages = _pages(fn, "v_pages", v_pages, in_place=True)
@@ -242,11 +248,12 @@ def paged_kv_scatter(k: np.ndarray, v: np.ndarray, k_pages: np.ndarray, v_pages:
     if n:
         paged_kv_scatter_kernel[V.ceil_div(n, 256), 256](
             _rows(k_pages), _rows(v_pages), k, v, slots, ps.bit_length() - 1)
+    return k_pages, v_pages
 
 
-def paged_attention(q: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarray,
-                    block_table: np.ndarray, seq_lens: np.ndarray,
-                    scale: float | None = None) -> np.ndarray:
+@stdlib_function
+def paged_attention(q, k_pages, v_pages, block_table, seq_lens, scale: float | None = None, *,
+                    out=None):
     """Decode attention over a paged KV cache, per sequence b and query head h:
     out[b, h] = Σ_t softmax_t(q[b, h]·k_t · scale) v_t over the sequence's seq_lens[b] tokens,
     token t in page block_table[b, t // page_size], row t % page_size, KV head
@@ -255,7 +262,7 @@ def paged_attention(q: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarray,
     `q` `[batch, n_heads, head_dim]`; pages `[num_pages, n_kv_heads, page_size, head_dim]`
     (page_size a power of two); `block_table` int32 `[batch, max_pages]`; `seq_lens` int32
     `[batch]`, each ≤ max_pages·page_size (0 gives zeros).  `scale` defaults to
-    1/sqrt(head_dim).  Returns float32 `[batch, n_heads, head_dim]`.
+    1/sqrt(head_dim).  Returns float32 `[batch, n_heads, head_dim]` (or fills `out`).
     """
     fn = "paged_attention"
     k_pages = _pages(fn, "k_pages", k_pages)
@@ -280,7 +287,7 @@ def paged_attention(q: np.ndarray, k_pages: np.ndarray, v_pages: np.ndarray,
     if not (V.is_device(seq_lens) or V.is_device(block_table)):
         _check_table(fn, block_table, seq_lens, num_pages, ps)
     scale = 1.0 / math.sqrt(hd) if scale is None else V.float_scalar(fn, "scale", scale)
-    out = V.empty((batch, n_heads, hd), np.float32, q)
+    out = result(fn, out, (batch, n_heads, hd), np.float32, q)
     if batch * n_heads * hd == 0:
         return out
     group = n_heads // n_kv

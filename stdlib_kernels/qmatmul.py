@@ -25,6 +25,7 @@ import numpy as np
 
 from . import _validate as V
 from . import qgemv as G
+from ._args import check_out, stdlib_function
 from . import qtiled as QT
 from .quant import SIZES
 
@@ -49,7 +50,7 @@ def _alloc_like(shape, dtype, like):
 
 
 def check_weight(fn: str, name: str, w, n: int, k: int, fmt: str) -> np.ndarray:
-    """`w` as flat C-contiguous uint8 bytes of an [n, k] `fmt` weight."""
+    """`w` as flat C-contiguous uint8 bytes of an [n, k] `fmt` weight (numpy or DeviceArray)."""
     per, nbytes = SIZES[fmt]
     if V.is_device(w) and w.dtype == np.uint8:          # device-resident bytes: as numpy's
         row = k // per * nbytes
@@ -59,8 +60,8 @@ def check_weight(fn: str, name: str, w, n: int, k: int, fmt: str) -> np.ndarray:
                              f"got shape {w.shape}")
         return w.reshape(-1)
     if not isinstance(w, np.ndarray):
-        raise TypeError(f"{fn}: {name} must be a numpy uint8 array (raw GGUF {fmt.upper()} "
-                        f"bytes), got {type(w).__name__}")
+        raise TypeError(f"{fn}: {name} must be a uint8 array (raw GGUF {fmt.upper()} bytes; "
+                        f"{V.ARRAY_KINDS}), got {type(w).__name__}")
     if w.dtype != np.uint8:
         raise TypeError(f"{fn}: {name} must be uint8 (raw GGUF {fmt.upper()} bytes), got "
                         f"{w.dtype}")
@@ -121,10 +122,20 @@ def _gemv_rows(m: int):
     return [(r, min(G.GEMV_MAX_M, m - r)) for r in range(0, m, G.GEMV_MAX_M)]
 
 
-def run(fmt: str, x2: np.ndarray, w: np.ndarray, n: int, path: str) -> np.ndarray:
-    """out [m, n] = x2 @ dequant(w).T on the chosen path (arguments already checked)."""
+def result(fn: str, out, shape, like):
+    """The float32 result of `shape`: `out` (checked as `_args.result` does) or `_alloc_like`."""
+    if out is None:
+        return _alloc_like(shape, np.float32, like)
+    check_out(fn, out, tuple(shape), np.float32, like)
+    return out
+
+
+def run(fmt: str, x2: np.ndarray, w: np.ndarray, n: int, path: str, out=None) -> np.ndarray:
+    """out [m, n] = x2 @ dequant(w).T on the chosen path (arguments already checked; `out`, if
+    given, a checked [m, n] float32 array, else a new one)."""
     m, k = x2.shape
-    out = _alloc_like((m, n), np.float32, x2)
+    if out is None:
+        out = _alloc_like((m, n), np.float32, x2)
     if m == 0:
         return out
     if path == "auto":
@@ -152,43 +163,47 @@ def run(fmt: str, x2: np.ndarray, w: np.ndarray, n: int, path: str) -> np.ndarra
     return out
 
 
-def _matmul(fn: str, fmt: str, x, w, n, path) -> np.ndarray:
+def _matmul(fn: str, fmt: str, x, w, n, path, out) -> np.ndarray:
     path = V.choice(fn, "path", path, PATHS)
     x2, was_1d = check_x(fn, x, fmt)
     n = check_n(fn, n, x2)
     w = check_weight(fn, "w", w, n, x2.shape[1], fmt)
-    out = run(fmt, x2, w, n, path)
-    return out.reshape(n) if was_1d else out
+    res = result(fn, out, (n,) if was_1d else (x2.shape[0], n), x2)
+    run(fmt, x2, w, n, path, res.reshape(x2.shape[0], n))
+    return res
 
 
-def q4k_matmul(x: np.ndarray, w: np.ndarray, n: int, path: str = "auto") -> np.ndarray:
+@stdlib_function
+def q4k_matmul(x, w, n: int, path: str = "auto", *, out=None):
     """out = x @ dequant_q4_k(w).T, dequantisation fused into the kernel.
 
     `x` float32 `[m, k]` or `[k]` (k a multiple of 256); `w` the raw GGUF Q4_K bytes of an `[n, k]`
-    weight (uint8 `[n, k // 256 * 144]` or flat); returns float32 `[m, n]` (`[n]` for 1-d x).
-    `path` is "auto", "f32", "dp4a" or "tiled" (module docstring).
+    weight (uint8 `[n, k // 256 * 144]` or flat); returns float32 `[m, n]` (`[n]` for 1-d x),
+    or fills `out`.  `path` is "auto", "f32", "dp4a" or "tiled" (module docstring).
     """
-    return _matmul("q4k_matmul", "q4_k", x, w, n, path)
+    return _matmul("q4k_matmul", "q4_k", x, w, n, path, out)
 
 
-def q6k_matmul(x: np.ndarray, w: np.ndarray, n: int, path: str = "auto") -> np.ndarray:
+@stdlib_function
+def q6k_matmul(x, w, n: int, path: str = "auto", *, out=None):
     """out = x @ dequant_q6_k(w).T; as q4k_matmul, w uint8 `[n, k // 256 * 210]` or flat."""
-    return _matmul("q6k_matmul", "q6_k", x, w, n, path)
+    return _matmul("q6k_matmul", "q6_k", x, w, n, path, out)
 
 
-def q8_0_matmul(x: np.ndarray, w: np.ndarray, n: int, path: str = "auto") -> np.ndarray:
+@stdlib_function
+def q8_0_matmul(x, w, n: int, path: str = "auto", *, out=None):
     """out = x @ dequant_q8_0(w).T; as q4k_matmul, w uint8 `[n, k // 32 * 34]` or flat (k a
     multiple of 32)."""
-    return _matmul("q8_0_matmul", "q8_0", x, w, n, path)
+    return _matmul("q8_0_matmul", "q8_0", x, w, n, path, out)
 
 
-def q4k_gate_up_swiglu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray,
-                       n: int) -> np.ndarray:
+@stdlib_function
+def q4k_gate_up_swiglu(x, w_gate, w_up, n: int, *, out=None):
     """out = swiglu(x @ dequant(w_gate).T, x @ dequant(w_up).T) with Q4_K weights, one pass.
 
     One warp per output column reads the gate and the up row together and shares every load of x
     between them (`qgemv.q4k_gate_up_kernel`, f32 path, up to 8 activation rows per launch).
-    Shapes as q4k_matmul; returns `[m, n]` (`[n]` for 1-d x).
+    Shapes as q4k_matmul; returns `[m, n]` (`[n]` for 1-d x), or fills `out`.
     """
     fn = "q4k_gate_up_swiglu"
     x2, was_1d = check_x(fn, x, "q4_k")
@@ -197,11 +212,12 @@ def q4k_gate_up_swiglu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray,
     wg = check_weight(fn, "w_gate", w_gate, n, k, "q4_k")
     wu = check_weight(fn, "w_up", w_up, n, k, "q4_k")
     m = x2.shape[0]
-    out = _alloc_like((m, n), np.float32, x2)
+    res = result(fn, out, (n,) if was_1d else (m, n), x2)
+    out = res.reshape(m, n)
     if m:
         xs = prepare_sums(x2)
         for r, rows in _gemv_rows(m):
             G.q4k_gate_up_kernel[V.ceil_div(n, G.GEMV_WARPS), 32 * G.GEMV_WARPS](
                 out[r:r + rows].reshape(-1), x2[r:r + rows].reshape(-1),
                 xs[r * k // 16:(r + rows) * k // 16], wg, wu, n, k, rows)
-    return out.reshape(n) if was_1d else out
+    return res

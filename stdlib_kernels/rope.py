@@ -21,6 +21,7 @@ import pyptx
 from pyptx import block_dim, block_idx, f32, i32, thread_idx
 
 from . import _validate as V
+from ._args import result, stdlib_function
 from ._rows import load4_masked, load_col4_masked, row_head, store4_masked
 
 LAYOUTS = ("neox", "gptj")
@@ -177,13 +178,14 @@ def inv_frequencies(head_dim: int, theta: float) -> np.ndarray:
             ).astype(np.float32)
 
 
-def rope(x: np.ndarray, positions: np.ndarray, theta: float = 10000.0,
-         layout: str = "neox") -> np.ndarray:
+@stdlib_function
+def rope(x, positions, theta: float = 10000.0, layout: str = "neox", *, out=None):
     """Rotary embedding: pair i of each head at position p rotates by p · theta^(-2i/head_dim).
 
     `x` is `[seq, n_heads, head_dim]` or `[seq, head_dim]` float32 (head_dim even), `positions`
     an integer `[seq]` array; `layout="neox"` pairs i with i + head_dim/2 (rotate-half),
-    `"gptj"` pairs 2i with 2i+1 (interleaved).  Returns a new array of x's shape.
+    `"gptj"` pairs 2i with 2i+1 (interleaved).  Returns a new array of x's shape (or fills
+    `out`).
     """
     fn = "rope"
     layout = V.choice(fn, "layout", layout, LAYOUTS)
@@ -200,11 +202,11 @@ def rope(x: np.ndarray, positions: np.ndarray, theta: float = 10000.0,
     pairs = seq * n_heads * (hd // 2)
     if pairs >= 2**31:
         raise ValueError(f"{fn}: x is too large ({pairs} pairs; at most 2**31-1)")
-    out = V.empty(x3.shape, np.float32, x3)
+    res = result(fn, out, x_in.shape, np.float32, x_in)
     if pairs:
         neox = layout == "neox"
         inv = V.constant_like(("rope.inv_frequencies", hd, theta),
                               lambda: inv_frequencies(hd, theta), x3)
-        rope_kernel[seq, ROPE_THREADS](out, x3, positions, inv, neox, rope_vec(hd, neox),
-                                       shared_mem=4 * hd)
-    return out.reshape(x_in.shape)
+        rope_kernel[seq, ROPE_THREADS](res.reshape(x3.shape), x3, positions, inv, neox,
+                                       rope_vec(hd, neox), shared_mem=4 * hd)
+    return res

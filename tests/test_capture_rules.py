@@ -494,6 +494,9 @@ def _stdlib_cases():
 
 
 def _host(v):
+    """A result's contents on the host (a tuple of results, as paged_kv_scatter's, element-wise)."""
+    if isinstance(v, tuple):
+        return tuple(_host(a) for a in v)
     return None if v is None else v.copy_to_host()
 
 

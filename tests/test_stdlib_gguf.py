@@ -75,8 +75,8 @@ def test_quantised_bytes_are_not_copied(reader, monkeypatch):
     """The memory-mapped bytes reach the kernel as a view (no host copy before the launch)."""
     seen = []
     real = qmatmul.run
-    monkeypatch.setattr(qmatmul, "run", lambda fmt, x2, w, n, path: seen.append(w) or
-                        real(fmt, x2, w, n, path))
+    monkeypatch.setattr(qmatmul, "run", lambda fmt, x2, w, n, path, *out: seen.append(w) or
+                        real(fmt, x2, w, n, path, *out))
     t = reader["q4"]
     sg.matmul(np.ones(256, np.float32), t)
     assert np.shares_memory(seen[0], t.data)
