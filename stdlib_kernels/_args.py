@@ -160,8 +160,10 @@ class _Call:
     def take(self, name: str, a):
         """`a` as numpy / DeviceArray (foreign arrays converted without a copy)."""
         if not _is_foreign(a):
-            if self.kind is None and (isinstance(a, np.ndarray) or is_device(a)):
-                self.kind = ("numpy", False) if isinstance(a, np.ndarray) else ("pyptx", True)
+            if isinstance(a, np.ndarray) or is_device(a):
+                if self.kind is None:
+                    self.kind = ("numpy", False) if isinstance(a, np.ndarray) else ("pyptx", True)
+                self.originals[id(a)] = a       # an in-place target comes back as itself
             return a
         module = type(a).__module__.split(".")[0]
         dl_dev = _dlpack_device(self.fn, name, a)

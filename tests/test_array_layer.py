@@ -228,3 +228,10 @@ def test_a_misaligned_device_view_is_copied_to_an_aligned_array_first(fake):
     assert len(fake.launches) == n + 1
     with pytest.raises(ValueError, match="out is not 16-byte aligned"):
         sk.softmax(d[0:80].reshape(2, 40), out=d[1:81].reshape(2, 40))
+
+
+def test_an_in_place_numpy_target_comes_back_as_itself_whatever_came_first(cpu):
+    src = torch.arange(32, dtype=torch.float32)
+    cache = np.zeros((2, 8, 16), np.float32)
+    assert sk.kv_scatter(src, cache, 3) is cache
+    np.testing.assert_array_equal(cache[:, 3, :].reshape(-1), np.arange(32, dtype=np.float32))
