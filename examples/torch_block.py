@@ -74,7 +74,9 @@ def block_torch(x, pos, W):
     q = rope_torch((h @ W["wq"].T).reshape(SEQ, HEADS, HEAD_DIM), pos).transpose(0, 1)
     k = rope_torch((h @ W["wk"].T).reshape(SEQ, KV_HEADS, HEAD_DIM), pos).transpose(0, 1)
     v = (h @ W["wv"].T).reshape(SEQ, KV_HEADS, HEAD_DIM).transpose(0, 1)
-    a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    rep = HEADS // KV_HEADS                     # query head h reads KV head h // rep
+    k, v = k.repeat_interleave(rep, 0), v.repeat_interleave(rep, 0)
+    a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     x = x + a.transpose(0, 1).reshape(SEQ, HEADS * HEAD_DIM) @ W["wo"].T
     h = F.rms_norm(x, (HIDDEN,), W["mlp_norm"], EPS)
     return x + (F.silu(h @ W["gate"].T) * (h @ W["up"].T)) @ W["down"].T

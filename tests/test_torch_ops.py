@@ -294,7 +294,7 @@ def test_q4k_gate_up_swiglu():
     assert err(got, ref) < 1.5e-3
 
 
-# ---- torch.library checks and torch.compile -------------------------------------------------------
+# ---- torch.library checks and torch.compile ------------------------------------------------------
 
 def test_opcheck():
     """Schema, fake (meta) implementation, autograd registration and AOT dispatch."""
@@ -334,7 +334,7 @@ def test_torch_compile_fullgraph_matches_eager():
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
 
 
-# ---- tensors straight into stdlib functions and user kernels --------------------------------------
+# ---- tensors straight into stdlib functions and user kernels -------------------------------------
 
 @pyptx.kernel
 def double_in_place(x: f32[:]):
@@ -478,6 +478,8 @@ def test_errors_name_the_argument():
         P.rmsnorm(x, w.half())
     with pytest.raises(ValueError, match="rmsnorm: weight must have shape"):
         P.rmsnorm(x, w[:10])
+    with pytest.raises(ValueError, match="gemm: a must be 2-d"):
+        P.gemm(x[0], x.T)                   # the fake's shape cannot be computed: stdlib's error
     with pytest.raises(TypeError, match="q4k_matmul: w must be uint8"):
         P.q4k_matmul(randn(g, 1, 256), torch.zeros(4, 144, dtype=torch.int8), 4)
     with pytest.raises(TypeError, match="rmsnorm: out must have dtype float32"):
@@ -510,7 +512,7 @@ def test_requires_grad_inputs():
         sk.softmax(x)
 
 
-# ---- other frameworks (not installed here: skipped with the reason) --------------------------------
+# ---- other frameworks (not installed here: skipped with the reason) ------------------------------
 
 def test_jax_arrays_in_jax_arrays_out():
     jnp = pytest.importorskip("jax.numpy", reason="JAX is not installed")
@@ -537,3 +539,20 @@ def test_cupy_arrays_in_cupy_arrays_out(monkeypatch):
     assert isinstance(y, cupy.ndarray)
     np.testing.assert_allclose(cupy.asnumpy(y), sk.softmax(cupy.asnumpy(x)), rtol=1e-6,
                                atol=1e-7)
+
+
+# ---- docs/interop.md's runnable snippets ------------------------------------------------------
+
+def interop_snippets():
+    import pathlib
+    import re
+    text = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "interop.md").read_text()
+    return re.findall(r"^```python\n(# run\n.*?)^```", text, re.S | re.M)
+
+
+@pytest.mark.parametrize("code", interop_snippets())
+def test_interop_doc_snippet_runs(code, tmp_path):
+    import runpy
+    path = tmp_path / "snippet.py"
+    path.write_text(code)
+    runpy.run_path(str(path), run_name="__main__")
