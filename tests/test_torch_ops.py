@@ -360,12 +360,11 @@ def test_user_kernel_takes_a_stream_object_with_cuda_stream():
         double_in_place[1, 8](t, stream=types.SimpleNamespace(cuda_stream="0"))
 
 
-def test_stream_object_reaches_the_driver_launch():
+def test_stream_object_reaches_the_driver_launch(monkeypatch):
     """On the GPU path (fake driver) the launch goes to the stream `.cuda_stream` names."""
     from fake_driver import FakeDriver, on_fake_gpu
     from pyptx.runtime import driver
-    mp = pytest.MonkeyPatch()
-    gen_fake = on_fake_gpu(mp, FakeDriver())
+    gen_fake = on_fake_gpu(monkeypatch, FakeDriver())
     fake = next(gen_fake)
     try:
         s = driver.Stream()
@@ -377,7 +376,6 @@ def test_stream_object_reaches_the_driver_launch():
         np.testing.assert_array_equal(x.copy_to_host(), np.full(8, 2, np.float32))
     finally:
         gen_fake.close()
-        mp.undo()
 
 
 def test_direct_calls_return_torch_and_fill_out():
