@@ -196,6 +196,7 @@ class _Call:
     def _device(self, name, a):
         from pyptx.runtime import device_array, dlpack, launch
         from pyptx.runtime.graph import capturing
+        from pyptx.runtime.launch import _c_strides
         if launch.device() == "cpu" or _scoped_cpu():
             why = launch.device_reason() or "a CPU-only scope"
             raise ValueError(f"{self.fn}: {name} is a {type(a).__name__} in GPU memory, but "
@@ -278,14 +279,6 @@ def _cai(a):
         return a.__cuda_array_interface__
     except Exception:  # noqa: BLE001
         return None
-
-
-def _c_strides(shape, itemsize) -> tuple:
-    strides, step = [], itemsize
-    for s in reversed(shape):
-        strides.append(step)
-        step *= s
-    return tuple(reversed(strides))
 
 
 def _current_stream(module: str, a):

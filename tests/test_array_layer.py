@@ -14,20 +14,11 @@ import pyptx
 import stdlib_kernels as sk
 from pyptx.runtime.launch import launch_scope
 
-from fake_driver import on_fake_gpu
-from fake_graph import GraphFakeDriver
+from test_capture_rules import cpu, fake  # noqa: F401  (fixtures: the CPU executor, the fake GPU)
 
 torch = pytest.importorskip("torch", reason="torch is a test extra (pip install torch==2.13.0)")
 
 
-@pytest.fixture
-def cpu(monkeypatch):
-    monkeypatch.setenv("PYPTX_DEVICE", "cpu")
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    yield from on_fake_gpu(monkeypatch, GraphFakeDriver())
 
 
 class HostDLPack:

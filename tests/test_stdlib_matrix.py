@@ -17,8 +17,7 @@ import pyptx
 import stdlib_kernels as sk
 from stdlib_kernels import quant
 
-from fake_driver import on_fake_gpu
-from fake_graph import GraphFakeDriver
+from test_capture_rules import cpu, fake  # noqa: F401  (fixtures: the CPU executor, the fake GPU)
 
 torch = pytest.importorskip("torch", reason="torch is a test extra (pip install torch==2.13.0)")
 
@@ -117,14 +116,6 @@ def _assert_returns_own(res, mutated):
     assert len(got) == len(mutated) and all(g is m for g, m in zip(got, mutated))
 
 
-@pytest.fixture
-def cpu(monkeypatch):
-    monkeypatch.setenv("PYPTX_DEVICE", "cpu")
-
-
-@pytest.fixture
-def fake(monkeypatch):
-    yield from on_fake_gpu(monkeypatch, GraphFakeDriver())
 
 
 def _reference(name):
