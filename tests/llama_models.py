@@ -263,26 +263,12 @@ def spm_vocab(size: int, corpus: str = CORPUS) -> dict:
             "add_bos_token": True, "add_eos_token": False}
 
 
-def byte_unicode() -> dict:
-    """GPT-2's byte → printable character table."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
-
 def bpe_vocab(size: int, corpus: str = CORPUS, pre: str = "llama-bpe") -> dict:
     """A byte-level BPE (tokenizer.ggml.model "gpt2") vocabulary of exactly `size` tokens:
     the 256 byte characters, merges trained on the corpus' pre-tokenized words, and two
     control tokens at the end (<|begin_of_text|>, <|end_of_text|>)."""
     import regex
-    from stdlib_kernels.llama.tokenizer import PRE_SPLITS
+    from stdlib_kernels.llama.tokenizer import PRE_SPLITS, byte_unicode
     table = byte_unicode()
     words = ["".join(table[b] for b in w.encode("utf-8"))
              for w in regex.findall(PRE_SPLITS[pre], corpus)]
