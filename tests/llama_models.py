@@ -85,7 +85,10 @@ def _encode(w: np.ndarray, kind: str):
         bits = w.view(np.uint32)
         bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)   # RNE
         return bits.view(np.uint8).reshape(w.shape[0], -1), QT.BF16
-    return quant.quantize(w, kind.lower()), QT[kind]
+    if kind.lower() in quant.SIZES:
+        return quant.quantize(w, kind.lower()), QT[kind]
+    from gguf import quants                              # other types (error tests)
+    return quants.quantize(w, QT[kind]), QT[kind]
 
 
 def write_gguf(model, path: str, mix="f32", tokenizer=None, name="tiny-llama",
