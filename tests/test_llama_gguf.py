@@ -39,16 +39,6 @@ import llama_models as LM  # noqa: E402
 import stdlib_kernels as sk  # noqa: E402
 from stdlib_kernels.llama import Llama, Tokenizer, read_gguf  # noqa: E402
 
-# The model runs DeviceArrays through every function below (prefill and the decode graph); until
-# each of them is on the array layer (@stdlib_function: device in → device out) the model
-# tests cannot run.  The loader, tokenizer and error tests run regardless.
-_ON_DEVICE = ("gemm", "flash_attention", "rope", "swiglu", "paged_kv_scatter",
-              "paged_attention", "q4k_matmul", "q6k_matmul", "q8_0_matmul",
-              "q4k_gate_up_swiglu", "rmsnorm", "add")
-_MISSING = [f for f in _ON_DEVICE if not hasattr(getattr(sk, f), "__pyptx_stdlib__")]
-needs_device_layer = pytest.mark.skipif(
-    bool(_MISSING), reason=f"stdlib functions not on the array layer yet: {_MISSING}")
-
 TOL_FLOAT = 1e-5
 TOL_QUANT = 5e-4
 PROMPT = [1, 17, 300, 42, 9, 250, 77, 5, 120, 33, 64, 200]
@@ -87,7 +77,6 @@ def _compare(path, tol, split=7, n_steps=8, **kw):
     return m
 
 
-@needs_device_layer
 def test_f32_head64_gqa_untied_theta1e4(tmp_path):
     model = LM.hf_model(vocab=384, hidden=256, heads=4, kv_heads=2, ffn=256, theta=10000.0)
     path = LM.write_gguf(model, str(tmp_path / "f32.gguf"), "f32")
@@ -95,7 +84,6 @@ def test_f32_head64_gqa_untied_theta1e4(tmp_path):
     assert not m.tied
 
 
-@needs_device_layer
 def test_quant_mix_head128_tied_theta5e5(tmp_path):
     """Q4_K / Q6_K / Q8_0 (llama.cpp's Q4_K_M flavour); head_dim 128, one KV head for two
     query heads, tied output (the Q4_K embedding is the output matrix), rope base 500000;
@@ -109,7 +97,6 @@ def test_quant_mix_head128_tied_theta5e5(tmp_path):
     assert m.tied
 
 
-@needs_device_layer
 def test_f16_bf16_two_layers_gqa4(tmp_path):
     """F16 and BF16 matrices in one file, two layers, four query heads per KV head."""
     model = LM.hf_model(vocab=384, hidden=256, layers=2, heads=4, kv_heads=1, ffn=256)
@@ -123,7 +110,6 @@ def test_f16_bf16_two_layers_gqa4(tmp_path):
 
 
 @pytest.mark.slow
-@needs_device_layer
 @pytest.mark.parametrize("mix", ["f32", "f16", "bf16", "quant"])
 @pytest.mark.parametrize("heads,kv", [(4, 2), (2, 1)])
 def test_matrix(tmp_path, mix, heads, kv):
@@ -142,7 +128,6 @@ def small(tmp_path_factory):
     return LM.write_gguf(model, str(tmp_path_factory.mktemp("m") / "small.gguf"), "f32")
 
 
-@needs_device_layer
 def test_generate_and_cli(small, capsys):
     from stdlib_kernels.llama.__main__ import main
     m = Llama.from_gguf(small, max_seq=16, kv_dtype="f32")
