@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from pyptx import cuda
-from pyptx import float32, float64, int32, void
+from pyptx import float32, int32, void
 
 N = 200
 TPB = 32
