@@ -17,6 +17,15 @@ from .types import bf16  # noqa: F401
 
 __version__ = "0.1.0"
 
+# Numba's type names (`from pyptx import float32, int32, void` where the code said
+# `from numba import ...`): aliases of pyptx's types.  Only the long names: Numba's `i8`/`u8`
+# mean int64/uint64 where pyptx's `i8`/`u8` are 8-bit, so the short aliases (f4, i4, ...) are
+# in `pyptx.cuda` only.  Not part of `from pyptx import *`.
+float16, float32, float64, double = f16, f32, f64, f64
+int8, int16, int32, int64, intp = i8, i16, i32, i64, i64
+uint8, uint16, uint32, uint64, uintp = u8, u16, u32, u64, u64
+boolean, complex64 = bool_, c64
+
 # name -> module that defines it (loaded on first access)
 _LAZY = {
     "compile": "pyptx.compiler",
@@ -35,6 +44,7 @@ _LAZY = {
     "sanitize": "pyptx.runtime.checking",
     "profile": "pyptx.runtime.checking",
     "SanitizerError": "pyptx.errors",
+    "void": "pyptx.cuda",  # Numba's `void(float32[:], int32)` signature maker (not in __all__)
 }
 
 
@@ -47,7 +57,7 @@ _EAGER = ["CacheWarning", "CompileError", "DeviceError", "DeviceWarning", "Launc
 def __getattr__(name: str):
     if name == "__all__":          # `from pyptx import *`: the eager names, the lazy ones, the DSL
         dsl = importlib.import_module("pyptx.dsl")
-        return _EAGER + [n for n in _LAZY if n != "math"] + list(dsl.__all__)
+        return _EAGER + [n for n in _LAZY if n not in ("math", "void")] + list(dsl.__all__)
     if name in _LAZY:
         mod = _LAZY[name]
         if mod is None:

@@ -95,9 +95,12 @@ class DeviceArray:
         if self._freed:
             raise ValueError("this DeviceArray was freed (DeviceArray.free()); it has no data")
 
-    def copy_to_host(self, out: np.ndarray | None = None) -> np.ndarray:
-        """A new numpy array with the contents (or fill `out`, same shape/dtype, C-contiguous)."""
+    def copy_to_host(self, out: np.ndarray | None = None, stream=None) -> np.ndarray:
+        """A new numpy array with the contents (or fill `out`, same shape/dtype, C-contiguous).
+        `stream` (Numba's spelling `d.copy_to_host(ary, stream=s)`): the stream's queued work is
+        waited for first; the copy itself is synchronous."""
         self._check_live()
+        _sync(stream)
         capture_check("cuMemcpyDtoH", "DeviceArray.copy_to_host()")
         if out is None:
             out = np.empty(self.shape, self.dtype)
@@ -124,6 +127,106 @@ class DeviceArray:
         elif self._nbytes:
             driver.memcpy_htod(self._ptr, arr.ctypes.data, self._nbytes, ctx=self._ctx)
 
+    def copy_to_device(self, ary, stream=None) -> None:
+        """Numba's `d.copy_to_device(ary)`: overwrite the contents with a host array or another
+        DeviceArray of the same dtype and size (shapes may differ only by axes of length 1)."""
+        self._check_live()
+        _sync(stream)
+        if isinstance(ary, DeviceArray):
+            ary._check_live()
+            src = ary._host if ary._host is not None else ary.copy_to_host()
+        else:
+            src = np.asarray(ary)
+        if src.dtype != self.dtype:
+            raise TypeError(f"copy_to_device: incompatible dtype {src.dtype} for a {self.dtype} "
+                            f"DeviceArray")
+        if src.shape != self.shape:
+            if [n for n in src.shape if n != 1] != [n for n in self.shape if n != 1]:
+                raise ValueError(f"copy_to_device: incompatible shape {src.shape} for a "
+                                 f"DeviceArray of shape {self.shape}")
+            src = src.reshape(self.shape)
+        capture_check("cuMemcpyHtoD", "DeviceArray.copy_to_device()")
+        self._write(0, np.ascontiguousarray(src))
+
+    def _write(self, offset: int, buf: np.ndarray) -> None:
+        """Store the C-contiguous `buf` at element `offset` (capture already checked)."""
+        if self._host is not None:
+            self._host.reshape(-1)[offset:offset + buf.size] = buf.reshape(-1)
+        elif buf.nbytes:
+            driver.memcpy_htod(self._ptr + offset * self.dtype.itemsize, buf.ctypes.data,
+                               buf.nbytes, ctx=self._ctx)
+
+    def _read(self, offset: int, shape) -> np.ndarray:
+        out = np.empty(shape, self.dtype)
+        if self._host is not None:
+            out.reshape(-1)[:] = self._host.reshape(-1)[offset:offset + out.size]
+        elif out.nbytes:
+            driver.memcpy_dtoh(out.ctypes.data, self._ptr + offset * self.dtype.itemsize,
+                               out.nbytes, ctx=self._ctx)
+        return out
+
+    def _region(self, key):
+        """(first element, shape, kept axes) of the C-contiguous block `key` selects (leading
+        ints, then at most one slice of step 1, then whole axes), or None for any other key."""
+        key = key if isinstance(key, tuple) else (key,)
+        if any(k is Ellipsis or k is None for k in key):
+            return None
+        if len(key) > self.ndim:
+            raise IndexError(f"too many indices for a DeviceArray of {self.ndim} dimension(s)")
+        key = key + (slice(None),) * (self.ndim - len(key))
+        offset, shape, partial = 0, [], False
+        for ax, (k, n) in enumerate(zip(key, self.shape)):
+            stride = 1
+            for m in self.shape[ax + 1:]:
+                stride *= m
+            if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
+                if partial:
+                    return None
+                i = int(k) + n if k < 0 else int(k)
+                if not 0 <= i < n:
+                    raise IndexError(f"index {int(k)} is out of bounds for axis {ax} with size {n}")
+                offset += i * stride
+            elif isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                stop = max(start, stop)
+                if step != 1 or (partial and (start, stop) != (0, n)):
+                    return None
+                if (start, stop) != (0, n):
+                    partial = True
+                offset += start * stride
+                shape.append(stop - start)
+            else:
+                return None
+        return offset, tuple(shape)
+
+    def __setitem__(self, key, value) -> None:
+        """`d[3] = 1.0`, `d[1:4] = host`, `d[i, :] = 0`, ...: writes only the selected elements
+        (one host-to-device copy); any other key is a read-modify-write of the whole array."""
+        self.setitem(key, value)
+
+    def setitem(self, key, value, stream=None) -> None:
+        """`__setitem__` after waiting for `stream` (Numba's `d.setitem(key, value, stream)`)."""
+        self._check_live()
+        _sync(stream)
+        capture_check("cuMemcpyHtoD", "DeviceArray.__setitem__()")
+        if isinstance(value, DeviceArray):
+            value = value.copy_to_host()
+        region = self._region(key)
+        if region is None:                 # strided/fancy keys: numpy does the indexing
+            if self._host is not None:
+                self._host[key] = value
+                return
+            whole = self.copy_to_host()
+            whole[key] = value
+            self._write(0, whole)
+            return
+        offset, shape = region
+        val = np.asarray(value)
+        if val.dtype.kind == "c" and self.dtype.kind != "c":
+            raise TypeError(f"cannot store a complex value in a {self.dtype} DeviceArray")
+        buf = np.ascontiguousarray(np.broadcast_to(val.astype(self.dtype, copy=False), shape))
+        self._write(offset, buf)
+
     def free(self) -> None:
         """Release the device memory now (the object is unusable afterwards: launching with it
         is a LaunchError, copying from or to it a ValueError).  Not allowed inside
@@ -136,10 +239,24 @@ class DeviceArray:
 
     def __getitem__(self, key) -> "DeviceArray":
         """`a[i:j]`: a view of consecutive rows (a slice of the first axis with step 1; the
-        only indexing a C-contiguous view can express without copies)."""
+        only indexing a C-contiguous view can express without copies); `a[i]` of an n-d array
+        is a view of row i, and an index of every axis (`a[3]` of a 1-d array, `a[i, j]`) reads
+        that element back to the host (a numpy scalar), as in Numba."""
+        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)) \
+                and self.ndim > 1:
+            offset, shape = self._region(key)
+            if self._host is not None:
+                return _View(shape, self.dtype, self, host=self._host[int(key)])
+            return _View(shape, self.dtype, self, offset=offset * self.dtype.itemsize)
+        if isinstance(key, (int, np.integer, tuple)) and self.shape:
+            region = self._region(key)
+            if region is not None and region[1] == ():
+                self._check_live()
+                capture_check("cuMemcpyDtoH", "DeviceArray.__getitem__()")
+                return self._read(region[0], ())[()]
         if not isinstance(key, slice) or not self.shape:
-            raise TypeError("a DeviceArray supports only a[i:j] (rows, step 1); copy_to_host() "
-                            "for other indexing")
+            raise TypeError("a DeviceArray supports a[i:j] (rows, step 1), a[i] and a[i, j, ...]; "
+                            "copy_to_host() for other indexing")
         start, stop, step = key.indices(self.shape[0])
         if step != 1:
             raise TypeError("a DeviceArray slice must have step 1")
@@ -234,6 +351,15 @@ class DeviceArray:
             data = owner._ptr
         return dlpack.export(owner, data, self.shape, self.dtype, here, versioned=versioned,
                              copied=bool(copy))
+
+
+def _sync(stream) -> None:
+    """A copy given Numba's `stream=`: wait for the stream's queued work first."""
+    if stream is None or (type(stream) is int and stream == 0):
+        return
+    from ..cuda import Stream
+    if isinstance(stream, (Stream, driver.Stream)):
+        stream.synchronize()
 
 
 class _View(DeviceArray):

@@ -135,8 +135,9 @@ def build_match(ctx, ins, parts):
         out = same & mask
         if mode == "all":
             _, active = _ballot_bits(st, t, np.ones(t.shape, bool))
-            ok = out == (active & mask)
-            out = np.where(ok, mask, np.uint32(0)).astype(np.uint32)
+            members = active & mask        # lanes of the mask that are executing it
+            ok = out == members
+            out = np.where(ok, members, np.uint32(0)).astype(np.uint32)
             if dp is not None:
                 dp(st, sel, ok)
         d(st, sel, out)
