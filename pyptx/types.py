@@ -46,10 +46,13 @@ class ScalarType:
         shared/local/const arrays, sized in the kernel, stop at 3 dimensions)."""
         items = item if isinstance(item, tuple) else (item,)
         n = self.name
-        if not items or not all(isinstance(s, slice) and s == slice(None) for s in items):
+        # `::1` is Numba's contiguity marker (float32[::1], int32[:, ::1]): read as one more
+        # dimension, as the string signatures do — the launch checks the argument's layout
+        if not items or not all(isinstance(s, slice) and s.start is None and s.stop is None
+                                and s.step in (None, 1) for s in items):
             raise TypeError(f"array annotations are written {n}[:], {n}[:, :], {n}[:, :, :], "
-                            f"... (one ':' per dimension; no sizes or steps: the shape comes "
-                            f"from the argument at launch)")
+                            f"... (one ':' per dimension, or Numba's '::1'; no sizes or steps: "
+                            f"the shape comes from the argument at launch)")
         return ArrayType(self, len(items))
 
     def __call__(self, value=0):

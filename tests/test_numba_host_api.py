@@ -382,10 +382,6 @@ def test_match_all_sync_counts_only_existing_lanes(cpu_device, n):
     assert (masks[:32] == 0).all() and (preds[:32] == 0).all()
 
 
-@pytest.mark.xfail(reason="needs pyptx/types.py (ScalarType.__getitem__): Numba's layout "
-                          "markers written with type objects (float32[::1], int32[:, ::1]) are "
-                          "rejected there; the string form \"void(float32[::1])\" works",
-                   raises=TypeError, strict=True)
 def test_layout_markers_on_type_objects():
     from pyptx import float32, int32
     args, _ = cuda.signature_types((float32[::1], int32[:, ::1]))
