@@ -510,7 +510,7 @@ def fir_const(x, out):
 
 
 @cuda.jit
-def ring_slots(counter, n_slots, slot_of):
+def ring_slots_u64(counter, n_slots, slot_of):
     i = cuda.grid(1)
     if i < slot_of.size:
         slot_of[i] = cuda.atomic.inc(counter, 0, n_slots - 1)

@@ -372,10 +372,10 @@ def check_fir_const(m):
     assert np.isnan(out[n:]).all()
 
 
-def check_ring_slots(m):
+def check_ring_slots_u64(m):
     start, n_slots, n = 2**64 - 3, np.uint64(2**40 + 5), 200
     counter = np.array([start], np.uint64); slots = np.full(n, 0xBAD, np.uint64)
-    m.ring_slots[blocks(n), TPB](counter, n_slots, slots)
+    m.ring_slots_u64[blocks(n), TPB](counter, n_slots, slots)
     seen, v = [], start
     for _ in range(n):                       # the sequential model of atomic.inc's wrap-around
         seen.append(v)
