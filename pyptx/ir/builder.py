@@ -159,7 +159,22 @@ class IRBuilder:
                 val = self._new_arg(block, var, t, weak)
                 self.incomplete.setdefault(block, {})[var] = val
         elif len(preds) == 1:
-            val = yield var, preds[0][0]
+            # A chain of sealed one-predecessor blocks (straight-line code, an unrolled body)
+            # is followed here rather than by one reader per block: the same reads, the same
+            # writes in the same order (farthest block first), without a generator each.
+            chain = []
+            p = preds[0][0]
+            d = self.defs.get(var)
+            sealed, all_preds = self.sealed, self.preds
+            while (d is None or p not in d) and p in sealed:
+                pp = all_preds[p]
+                if len(pp) != 1:
+                    break
+                chain.append(p)
+                p = pp[0][0]
+            val = yield var, p
+            for c in reversed(chain):
+                self.write(var, val, c)
         elif not preds:
             val = UNDEF
         else:
