@@ -211,7 +211,8 @@ def compile_uncached(py_func, types: dict, constexprs: dict, arch: str, opt_leve
     The cyclic garbage collector is paused for the duration: a compile allocates tens of
     thousands of small IR objects that all stay alive until it ends (blocks and instructions
     point at each other), so the collections it would trigger scan them and free little;
-    that was 5-10 % of a compile.  The garbage it leaves is collected after it as usual."""
+    that was 3-10 % of a compile.  The garbage it leaves is collected
+    after it as usual."""
     if not gc.isenabled():
         return _compile_uncached(py_func, types, constexprs, arch, opt_level, fma, name)
     gc.disable()
