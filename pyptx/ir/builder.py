@@ -147,26 +147,48 @@ class IRBuilder:
                 value = None
         return value
 
+    def _through(self, var: str, block: Block):
+        """The one block a read of `var` in `block` (no definition there) continues in: the
+        predecessor of a sealed block with one, or the preheader of a loop header whose loop
+        does not assign `var`; None when `block` needs an argument or is the entry."""
+        preds = self.preds[block]
+        if block in self.sealed:
+            return preds[0][0] if len(preds) == 1 else None
+        assigned = self.loop_assigned.get(block)
+        if assigned is not None and preds and not _in_loop(var, assigned):
+            return preds[0][0]
+        return None
+
     def _read_missing(self, var: str, block: Block):
         """Generator: the value of `var` in `block`, which has no definition of it yet."""
-        preds = self.preds[block]
-        if block not in self.sealed:
-            assigned = self.loop_assigned.get(block)
-            if assigned is not None and preds and not _in_loop(var, assigned):
-                val = yield var, preds[0][0]            # not changed in the loop: preheader
-            else:
-                t, weak = self.phi_type(var, None)
-                val = self._new_arg(block, var, t, weak)
-                self.incomplete.setdefault(block, {})[var] = val
-        elif len(preds) == 1:
-            val = yield var, preds[0][0]
-        elif not preds:
+        nxt = self._through(var, block)
+        if nxt is not None:
+            # A chain of blocks the read passes through (straight-line code, an unrolled body,
+            # loop headers that do not assign `var`) is followed here rather than by one
+            # reader per block: the same reads, the same writes in the same order (farthest
+            # block first), without a generator each.
+            chain = []
+            d = self.defs.get(var)
+            while d is None or nxt not in d:
+                after = self._through(var, nxt)
+                if after is None:
+                    break
+                chain.append(nxt)
+                nxt = after
+            val = yield var, nxt
+            for c in reversed(chain):
+                self.write(var, val, c)
+        elif block not in self.sealed:
+            t, weak = self.phi_type(var, None)
+            val = self._new_arg(block, var, t, weak)
+            self.incomplete.setdefault(block, {})[var] = val
+        elif not self.preds[block]:
             val = UNDEF
         else:
             arg = self._new_arg(block, var, None, False)
             self.write(var, arg, block)
             incoming = []
-            for p, _ in preds:
+            for p, _ in self.preds[block]:
                 incoming.append((yield var, p))
             val = self._add_operands(var, arg, incoming)
         self.write(var, val, block)
