@@ -31,7 +31,7 @@ def user_facing(fn):
     """Wrap an entry point (`pyptx.compile`) so that its CompileErrors come out trimmed."""
     @functools.wraps(fn)
     def entry(*args, **kwargs):
-        __tracebackhide__ = True        # noqa: F841 - IPython and pytest hide this frame
+        __tracebackhide__ = True        # noqa: F841 - pytest hides this frame
         try:
             return fn(*args, **kwargs)
         except CompileError as err:
@@ -118,7 +118,7 @@ class _LaunchConfig:
             raise LaunchError(f"{self.kernel.name}: kernel arguments are positional; unexpected "
                               f"keyword argument(s) " + ", ".join(f"'{k}'" for k in kwargs)
                               + " (only stream= and shared_mem= are launch options)")
-        __tracebackhide__ = True        # noqa: F841 - IPython and pytest hide this frame
+        __tracebackhide__ = True        # noqa: F841 - pytest hides this frame
         launch = _launch_fn[0] if _launch_fn else _load_launch()
         try:
             return launch(self.kernel, self.grid, self.block, args, stream=stream,

@@ -159,3 +159,14 @@ def test_an_arch_argument_error_in_python_has_no_fake_location():
     with pytest.raises(pyptx.CompileError) as ei:
         pyptx.compile(pyptx.kernel(lambda: None), arch="sm_50")
     assert str(ei.value).startswith("unsupported arch 'sm_50'")
+
+
+def test_getting_started_documents_the_command_line():
+    with open(os.path.join(ROOT, "docs", "getting-started.md"), encoding="utf-8") as f:
+        doc = f.read()
+    for words in ("MODULE:NAME", "--signature", "--constexpr", "exit 2", "Jupyter"):
+        assert words in doc, words
+    line = next(ln for ln in doc.splitlines()
+                if ln.startswith("$ python -m pyptx compile stdlib_kernels."))
+    r = run(*line.split()[4:], cwd=ROOT)                  # the documented command works
+    assert r.returncode == 0 and ".visible .entry" in r.stdout, r.stderr

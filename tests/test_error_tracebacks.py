@@ -129,3 +129,77 @@ def test_as_python_prints_it(tmp_path, debug):
         assert internal in err, err
     else:
         assert internal not in err and err.count('  File "') == 3, err
+
+
+# ---- kernels defined in an IPython / Jupyter cell ----------------------------------------------
+# IPython compiles a cell under a made-up file name ("<ipython-input-3-…>", or ipykernel's
+# "/tmp/ipykernel_…/….py") and registers its text in linecache; inspect.getsource, which the
+# frontend reads the kernel with, finds it there.
+
+CELL = '''
+import numpy as np
+import pyptx
+from pyptx import f32, i32
+
+@pyptx.kernel
+def scale(out: f32[:], x: f32[:], n: i32):
+    i = pyptx.grid(1)
+    if i < n:
+        out[i] = x[i] * 2.0
+
+@pyptx.kernel
+def broken(out: f32[:]):
+    out[0] = nope
+'''
+CELL_BROKEN_LINE = 14
+
+
+@pytest.mark.parametrize("cell_name", ["<ipython-input-3-0123456789ab>",
+                                       "/tmp/ipykernel_4242/2718281828.py"])
+def test_kernel_defined_in_a_notebook_cell(cell_name, cpu_device, monkeypatch, tmp_path):
+    import linecache
+    monkeypatch.setenv("PYPTX_CACHE_DIR", str(tmp_path))      # the disk cache on, too
+    monkeypatch.delenv("PYPTX_NO_CACHE")
+    monkeypatch.setitem(linecache.cache, cell_name,
+                        (len(CELL), None, CELL.splitlines(True), cell_name))
+    ns = {"__name__": "__main__"}
+    exec(compile(CELL, cell_name, "exec"), ns)                  # noqa: S102 - a "cell"
+    x = np.arange(8, dtype=np.float32)
+    out = np.zeros_like(x)
+    ns["scale"][1, 32](out, x, 8)
+    assert np.array_equal(out, 2 * x)
+    assert ".visible .entry scale(" in pyptx.compile(ns["scale"], arch="sm_80").ptx
+    err = _raised(lambda: pyptx.compile(ns["broken"], arch="sm_80"))
+    assert str(err).startswith(f"{cell_name}:{CELL_BROKEN_LINE}:14: name 'nope'")
+    assert len(_pyptx_frames(err)) <= 1
+    text = "".join(traceback.format_exception(err))
+    assert f'File "{cell_name}", line {CELL_BROKEN_LINE}' in text and "out[0] = nope" in text
+
+
+def test_exec_without_source_says_why(monkeypatch):
+    ns = {}
+    exec(compile(CELL, "<no-linecache-entry>", "exec"), ns)    # noqa: S102
+    err = _raised(lambda: pyptx.compile(ns["scale"], arch="sm_80"))
+    assert "cannot read the source of 'scale'" in str(err) and ".py file" in str(err)
+
+
+def test_in_ipython(cpu_device):
+    pytest.importorskip("IPython")
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+    config = Config()
+    config.HistoryManager.enabled = False
+    shell = InteractiveShell.instance(config=config)
+    try:
+        assert shell.run_cell(CELL).success
+        res = shell.run_cell("x = np.arange(8, dtype=np.float32); y = np.zeros_like(x)\n"
+                             "scale[1, 32](y, x, 8)\n"
+                             "ptx = pyptx.compile(scale, arch='sm_80').ptx")
+        assert res.success, res.error_in_exec
+        assert np.array_equal(shell.user_ns["y"], 2 * shell.user_ns["x"])
+        res = shell.run_cell("pyptx.compile(broken, arch='sm_80')")
+        assert isinstance(res.error_in_exec, pyptx.CompileError)
+        text = str(res.error_in_exec)           # (IPython drops the cell's first blank line)
+        assert ":14: name 'nope'" in text and "out[0] = nope" in text
+    finally:
+        InteractiveShell.clear_instance()
