@@ -74,7 +74,7 @@ def compile_latency(quick: bool) -> str:
                     (name, f"{ours:.2f}", f"{theirs:.1f}" if theirs else "—",
                      _ratio(theirs, ours)))
     head = ("kernel", "pyptx ms") + (() if missing else ("numba-cuda ms", "ratio"))
-    out = [f"`pyptx.compile(fn, arch=\"sm_90\")`" + ("" if missing else
+    out = ["`pyptx.compile(fn, arch=\"sm_90\")`" + ("" if missing else
            " vs numba-cuda `cuda.compile_ptx(fn, sig, cc=(9, 0))`")
            + f", warm median of {repeat} compiles of fresh function objects, disk cache off.",
            "", _table(head, rows)]
