@@ -29,12 +29,8 @@ def _package_module_name(path: str):
     return ".".join(parts), directory
 
 
-def _sys_path() -> set:
-    return {os.path.abspath(p or os.curdir) for p in sys.path}
-
-
 def _import_module(name: str, root: str | None = None):
-    if root is not None and os.path.abspath(root) not in _sys_path():
+    if root is not None:                        # the file's own package comes first
         sys.path.insert(0, root)
     if os.curdir not in sys.path and "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())         # `python -m` has it; keep it for main(argv) too
@@ -62,6 +58,11 @@ def _load_target(spec: str):
         dotted = _package_module_name(where)
         if dotted is not None:                  # inside a package: relative imports work
             module = _import_module(*dotted)
+            found = getattr(module, "__file__", None)
+            if not found or not os.path.samefile(found, where):
+                raise _TargetError(f"{where} is module {dotted[0]}, but that name imports "
+                                   f"{found or 'something else'}; name the module instead "
+                                   f"(MODULE:NAME)")
         else:
             mod_name = "_pyptx_cli_" + re.sub(r"\W", "_",
                                               os.path.splitext(os.path.basename(where))[0])
