@@ -1,9 +1,12 @@
-"""`python -m benchmarks [--quick] [--gpu] [--no-write]`: every benchmark in one run.
+"""`python -m benchmarks [--quick] [--gpu] [--only SECTION] [--write]`: every benchmark in one run.
 
 Runs each section of benchmarks/sections.py in its own interpreter (a section that fails or
-whose peer is missing is reported, the others still run), prints the tables, and rewrites the
-generated part of docs/benchmarks.md (between the GENERATED markers; the hand-written text
-around it, such as the GPU status, is kept).
+whose peer is missing is reported, the others still run) and prints the report to stdout, a
+section at a time; what it is doing (each section's name as it starts, progress inside the long
+ones) goes to stderr.  Nothing in the checkout changes unless `--write` is given: then the
+generated part of docs/benchmarks.md (between the GENERATED markers) is rewritten and the
+hand-written text around it, such as the GPU status, is kept.  Without numba-cuda (the `bench`
+extra) the report says so once at the top and leaves the peer columns out.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,19 +52,47 @@ def machine() -> str:
             f"{os.getloadavg()[0]:.1f}")
 
 
-def run_section(name: str, quick: bool, timeout: int) -> tuple[str, float]:
+def run_section(name: str, quick: bool, timeout: int, progress=None) -> tuple[str, float]:
+    """Run one section in its own interpreter -> (markdown, seconds).  Its stderr lines that
+    start with sections.PROGRESS go to `progress(text)` as they come; the rest of its stderr
+    is kept for the failure report."""
+    from benchmarks.sections import PROGRESS
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT,
                                                                     os.environ.get("PYTHONPATH")])))
     t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.sections", name]
+                            + (["--quick"] if quick else []), cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out: list = []
+    err: list = []
+
+    def pump_err():
+        for line in proc.stderr:
+            if line.startswith(PROGRESS):
+                if progress is not None:
+                    progress(line[len(PROGRESS):].rstrip("\n"))
+            else:
+                err.append(line)
+    readers = [threading.Thread(target=pump_err, daemon=True),
+               threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)]
+    for t in readers:
+        t.start()
     try:
-        res = subprocess.run([sys.executable, "-m", "benchmarks.sections", name]
-                             + (["--quick"] if quick else []), cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=timeout)
-        text = res.stdout.strip() if res.returncode == 0 else (
-            f"**section failed** (exit {res.returncode}):\n\n```\n"
-            f"{(res.stdout + res.stderr).strip()[-2000:]}\n```")
+        rc = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        rc = None
+    for t in readers:
+        t.join(timeout=10)
+    stdout, stderr = "".join(out), "".join(err)
+    if rc is None:
         text = f"**section timed out** after {timeout} s."
+    elif rc == 0:
+        text = stdout.strip()
+    else:
+        text = (f"**section failed** (exit {rc}):\n\n```\n"
+                f"{(stdout + stderr).strip()[-2000:]}\n```")
     return text, time.perf_counter() - t0
 
 
@@ -76,32 +108,56 @@ def write_doc(body: str) -> None:
         f.write(f"{head}{BEGIN}\n{body}\n{END}{tail}")
 
 
+def _status(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sys.path.insert(0, ROOT)
+    from benchmarks.sections import SECTIONS, _numba_or_reason
+    ap = argparse.ArgumentParser(prog="python -m benchmarks",
+                                 description=__doc__.splitlines()[0].split(": ", 1)[-1])
     ap.add_argument("--quick", action="store_true", help="fewer repeats (a few minutes)")
     ap.add_argument("--gpu", action="store_true", help="also time kernels on the GPU")
-    ap.add_argument("--no-write", action="store_true", help="do not rewrite docs/benchmarks.md")
-    ap.add_argument("--only", action="append", help="run only these sections")
+    ap.add_argument("--only", action="append", choices=list(SECTIONS), metavar="SECTION",
+                    help=f"run only these sections (repeatable): {', '.join(SECTIONS)}")
+    ap.add_argument("--write", action="store_true",
+                    help="rewrite the generated part of docs/benchmarks.md (default: only print "
+                         "the report)")
+    ap.add_argument("--no-write", action="store_true", help=argparse.SUPPRESS)  # the old default
     args = ap.parse_args(argv)
-    sys.path.insert(0, ROOT)
-    from benchmarks.sections import SECTIONS
+    if args.write and args.no_write:
+        ap.error("--write and --no-write contradict each other")
     names = args.only or [n for n in SECTIONS if n != "gpu" or args.gpu]
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts = [f"## Latest run: `python -m benchmarks{' --quick' if args.quick else ''}"
              f"{' --gpu' if args.gpu else ''}` ({stamp})", "", f"Machine: {machine()}."]
+    missing = _numba_or_reason()
+    if missing:
+        note = f"No peer: {missing}. The numba-cuda columns are left out of this run."
+        parts += ["", note]
+        _status(f"benchmarks: {note}")
+    print("\n".join(parts) + "\n", flush=True)
     total = 0.0
-    for name in names:
+    for i, name in enumerate(names, 1):
         title, _ = SECTIONS[name]
-        text, secs = run_section(name, args.quick, timeout=600 if args.quick else 3600)
+        _status(f"[{i}/{len(names)}] {name}: {title} ...")
+        text, secs = run_section(name, args.quick, timeout=600 if args.quick else 3600,
+                                 progress=lambda msg, n=name: _status(f"    {n}: {msg}"))
+        _status(f"[{i}/{len(names)}] {name}: done in {secs:.0f} s")
         total += secs
         block = f"### {title} ({secs:.0f} s)\n\n{text}"
         print(block + "\n", flush=True)
         parts += ["", block]
     parts += ["", f"Whole run: {total:.0f} s."]
-    print(f"whole run: {total:.0f} s")
-    if not args.no_write:
+    print(parts[-1], flush=True)
+    if args.write:
+        if missing:
+            _status("benchmarks: writing a report without the numba-cuda columns")
         write_doc("\n".join(parts))
-        print(f"wrote {os.path.relpath(DOC, ROOT)}")
+        _status(f"benchmarks: wrote {os.path.relpath(DOC, ROOT)}")
+    else:
+        _status("benchmarks: docs/benchmarks.md not changed (--write updates it)")
     return 0
 
 

@@ -5,6 +5,10 @@ the standalone scripts (bench_compile, bench_executor, bench_stdlib, bench_launc
 sass_report where this checkout has it).  `python -m benchmarks.sections NAME [--quick]` runs one
 section in its own interpreter: the sections set conflicting process-wide state (the numba
 simulator flag, PYPTX_DEVICE), so the driver runs each in a subprocess.
+
+Without numba-cuda (the `bench` extra) the peer columns are left out, not filled with "—"; the
+driver says once, at the top, that the peer is missing.  A section reports how far it got with
+`progress(...)` lines on stderr, which the driver shows while it runs (stdout is the report).
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import contextlib
 import importlib
 import io
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -23,6 +28,15 @@ def _table(header, rows) -> str:
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     return "\n".join(lines)
+
+
+#: the start of a stderr line that `python -m benchmarks` shows as progress (the rest of a
+#: section's stderr is kept for the failure report)
+PROGRESS = "progress: "
+
+
+def progress(message: str) -> None:
+    print(PROGRESS + message, file=sys.stderr, flush=True)
 
 
 def _ratio(peer, ours) -> str:
@@ -48,22 +62,26 @@ def compile_latency(quick: bool) -> str:
     pmod = load(PYPTX_SRC, "bench_pyptx_kernels")
     nmod = None if missing else load(NUMBA_SRC, "bench_numba_kernels")
     rows = []
-    for name in KERNELS:
+    for i, name in enumerate(KERNELS, 1):
+        progress(f"peer kernel {i}/{len(KERNELS)}: {name}")
         ours = _median_ms(lambda f: pyptx.compile(f, arch="sm_90"), getattr(pmod, name), repeat)
         theirs = None
         if nmod is not None:
             from numba import cuda
             theirs = _median_ms(lambda f, s=NUMBA_SIGS[name]: cuda.compile_ptx(f, s, cc=(9, 0)),
                                 getattr(nmod, name), max(3, repeat // 3))
-        rows.append((name, f"{ours:.2f}", f"{theirs:.1f}" if theirs else "—",
+        rows.append((name, f"{ours:.2f}") if missing else
+                    (name, f"{ours:.2f}", f"{theirs:.1f}" if theirs else "—",
                      _ratio(theirs, ours)))
-    out = [f"`pyptx.compile(fn, arch=\"sm_90\")` vs numba-cuda `cuda.compile_ptx(fn, sig, "
-           f"cc=(9, 0))`, warm median of {repeat} compiles of fresh function objects, disk "
-           f"cache off.", "", _table(("kernel", "pyptx ms", "numba-cuda ms", "ratio"), rows)]
-    if missing:
-        out += ["", missing]
+    head = ("kernel", "pyptx ms") + (() if missing else ("numba-cuda ms", "ratio"))
+    out = ["`pyptx.compile(fn, arch=\"sm_90\")`" + ("" if missing else
+           " vs numba-cuda `cuda.compile_ptx(fn, sig, cc=(9, 0))`")
+           + f", warm median of {repeat} compiles of fresh function objects, disk cache off.",
+           "", _table(head, rows)]
     srows = []
-    for spec in SPECIALISATIONS:
+    for i, spec in enumerate(SPECIALISATIONS, 1):
+        if i % 5 == 1:
+            progress(f"stdlib specialisation {i}/{len(SPECIALISATIONS)}: {spec.label}")
         fn = spec.kernel.py_func
         ms = _median_ms(lambda f, s=spec: pyptx.compile(f, arch="sm_90",
                                                         constexprs=s.constexprs),
@@ -89,10 +107,16 @@ def stages(quick: bool) -> str:
         text = _captured(stages_main)
     finally:
         sys.argv = saved
-    return "\n".join(["Compile time by stage (frontend, passes, PTX emission; medians) with "
-                      "numba-cuda's `compile_ptx` as the peer, then cache hits and the host "
-                      "side of a CPU launch (`benchmarks/bench_stages.py`):", "", "```", text,
-                      "```"])
+    if _numba_or_reason():              # no peer: its columns and the per-kernel notes go
+        text = "\n".join(re.sub(r"\s+numba\s+ratio(?=\s+\(ms\)$)|\s+-\s+-$", "", line)
+                         for line in text.splitlines()
+                         if not line.startswith("(numba-cuda unavailable"))
+        peer = ""
+    else:
+        peer = " with numba-cuda's `compile_ptx` as the peer"
+    return "\n".join([f"Compile time by stage (frontend, passes, PTX emission; medians){peer}, "
+                      f"then cache hits and the host side of a CPU launch "
+                      f"(`benchmarks/bench_stages.py`):", "", "```", text, "```"])
 
 
 def executor(quick: bool) -> str:
@@ -106,18 +130,24 @@ def executor(quick: bool) -> str:
     pmod = load(PYPTX_SRC, "bench_pyptx_kernels")
     nmod = None if missing else load(NUMBA_SRC, "bench_numba_kernels")
     rows = []
-    for name in KERNELS:
+    for i, name in enumerate(KERNELS, 1):
+        progress(f"kernel {i}/{len(KERNELS)}: {name}")
         grid, block, make_args, check = cases(np.random.default_rng(0))[name]
         ours = time_pyptx(pyptx.kernel(getattr(pmod, name)), grid, block, make_args, check,
                           repeat=3 if quick else 7)
         theirs = (time_numba(getattr(nmod, name), grid, block, make_args, check)
                   if nmod is not None else None)
-        rows.append((name, f"{ours * 1e3:.2f}", f"{theirs * 1e3:.0f}" if theirs else "—",
+        rows.append((name, f"{ours * 1e3:.2f}") if missing else
+                    (name, f"{ours * 1e3:.2f}", f"{theirs * 1e3:.0f}" if theirs else "—",
                      _ratio(theirs, ours)))
-    out = ["CPU executor (best of several launches, PTX parse cached) vs numba-cuda's simulator "
-           "(`NUMBA_ENABLE_CUDASIM=1`, one launch); both results checked against numpy.", "",
-           _table(("kernel", "executor ms", "simulator ms", "ratio"), rows)]
-    return "\n".join(out + (["", missing] if missing else []))
+    if missing:
+        return "\n".join(["CPU executor (best of several launches, PTX parse cached); results "
+                          "checked against numpy.", "",
+                          _table(("kernel", "executor ms"), rows)])
+    return "\n".join(["CPU executor (best of several launches, PTX parse cached) vs numba-cuda's "
+                      "simulator (`NUMBA_ENABLE_CUDASIM=1`, one launch); both results checked "
+                      "against numpy.", "",
+                      _table(("kernel", "executor ms", "simulator ms", "ratio"), rows)])
 
 
 def _captured(fn, *args) -> str:
@@ -132,6 +162,8 @@ def sass(quick: bool) -> str:
     checkout has benchmarks/sass_report.py, and llama.cpp where it is installed."""
     from bench_stdlib import resource_report
     archs = ["sm_90"] if quick else ["sm_80", "sm_90"]
+    no_peer = _numba_or_reason() is not None
+    progress("ptxas resources of the stdlib kernels")
     out = ["`ptxas -v` resources of every stdlib specialisation:", "", "```",
            _captured(resource_report, archs), "```"]
     try:
@@ -140,14 +172,20 @@ def sass(quick: bool) -> str:
         out += ["", "SASS instruction counts vs numba-cuda: benchmarks/sass_report.py is not "
                 "in this checkout."]
     else:
-        out += ["", "SASS report (sm_90, pyptx vs numba-cuda; benchmarks/sass_report.py):", "",
-                "```", report.format_report(report.run("sm_90"), "sm_90"), "```"]
+        progress("SASS report")
+        text = report.format_report(report.run("sm_90"), "sm_90")
+        if no_peer:                     # drop the numba rows that only say it is missing
+            text = "\n".join(line for line in text.splitlines()
+                             if not re.match(r"\S+\s+numba\s", line))
+        out += ["", f"SASS report (sm_90, pyptx{'' if no_peer else ' vs numba-cuda'}; "
+                f"benchmarks/sass_report.py):", "", "```", text, "```"]
     try:
         gguf = importlib.import_module("bench_gguf")
     except ImportError:
         out += ["", "GGUF GEMV vs llama.cpp: benchmarks/bench_gguf.py is not in this checkout."]
     else:
         ggml = os.environ.get("GGML_SRC")
+        progress("GGUF GEMV vs llama.cpp")
         out += ["", "GGUF GEMV hot loops vs llama.cpp's `mul_mat_vec_q` (benchmarks/bench_gguf.py; "
                 "the llama.cpp column needs `GGML_SRC=<local ggml checkout>`"
                 f"{', given' if ggml else ', not set in this run'}):", "", "```",
@@ -158,6 +196,7 @@ def sass(quick: bool) -> str:
         out += ["", "Attention vs llama.cpp: benchmarks/bench_attention_sass.py is not in this "
                 "checkout."]
     else:
+        progress("attention vs llama.cpp")
         out += ["", "Attention main loops vs llama.cpp's fattn-mma-f16 / fattn-vec "
                 "(benchmarks/bench_attention_sass.py; the llama.cpp rows need `GGML_SRC`):", "",
                 "```", attn.report("sm_90", os.environ.get("GGML_SRC")), "```"]
@@ -175,13 +214,16 @@ def gpu(quick: bool) -> str:
     from bench_stdlib import gpu_report
     saved = sys.argv
     sys.argv = ["bench_launch", "--launches", "2000" if quick else "20000"]
+    progress("launch overhead")
     try:
         launch = _captured(launch_main)
     finally:
         sys.argv = saved
     repeat = 5 if quick else 20
-    return "\n".join(["```", _captured(gpu_report, repeat), _captured(gguf_report, repeat),
-                      launch, "```"])
+    progress("stdlib kernels on the GPU")
+    stdlib = _captured(gpu_report, repeat)
+    progress("GGUF GEMV on the GPU")
+    return "\n".join(["```", stdlib, _captured(gguf_report, repeat), launch, "```"])
 
 
 def _stdlib_calls(quick: bool):
@@ -226,7 +268,9 @@ def counters(quick: bool) -> str:
     os.environ["PYPTX_DEVICE"] = "cpu"
     import pyptx
     rows = []
-    for label, call in _stdlib_calls(quick):
+    calls = _stdlib_calls(quick)
+    for i, (label, call) in enumerate(calls, 1):
+        progress(f"call {i}/{len(calls)}: {label}")
         with pyptx.profile() as prof:
             call()
         for rec in prof.launches:

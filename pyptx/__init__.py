@@ -64,6 +64,9 @@ def __getattr__(name: str):
             value = importlib.import_module(f"pyptx.{name}")
         else:
             value = getattr(importlib.import_module(mod), name)
+        if name == "compile":       # a CompileError without the compiler's frames (kernel.py)
+            from .kernel import user_facing
+            value = user_facing(value)
         globals()[name] = value
         return value
     try:

@@ -9,7 +9,8 @@ class PyptxError(Exception):
 class CompileError(PyptxError, SyntaxError):
     """Bad user code.  Points at the user's file, line and column (1-based line, 1-based col).
 
-    `str(err)` is ``file:line:col: message`` followed by the source line and a caret.
+    `str(err)` is ``file:line:col: message`` followed by the source line and a caret; an error
+    about an argument rather than a place in the code (``arch='sm_50'``) is just the message.
     """
 
     def __init__(self, message: str, filename: str | None = None, lineno: int | None = None,
@@ -22,6 +23,8 @@ class CompileError(PyptxError, SyntaxError):
         self.text = source_line
 
     def __str__(self) -> str:
+        if self.filename is None and self.lineno is None:
+            return str(self.msg)        # about an argument (arch=, ...), not a place in code
         where = f"{self.filename or '<unknown>'}:{self.lineno or 0}:{self.offset or 0}"
         out = f"{where}: {self.msg}"
         if self.text:

@@ -3,10 +3,42 @@
 A `Kernel` holds the Python function, default compile options and the constexpr values fixed by
 `specialize`; it compiles lazily (once per distinct types/constexprs/arch, cached on the object)
 and launches with `k[grid, block](*args)`.  A `DeviceFunction` is only ever inlined into kernels.
+
+The user-facing entry points that compile (`pyptx.compile`, the first launch `k[g, b](...)`)
+re-raise a `CompileError` without the compiler's frames: the traceback is the user's call, one
+line here, and the error's own file:line:col and caret.  `PYPTX_DEBUG=1` keeps every frame.
 """
 from __future__ import annotations
 
 import functools
+import os
+
+from .errors import CompileError
+
+
+def debug_tracebacks() -> bool:
+    """`PYPTX_DEBUG=1`: show the compiler's frames in a CompileError's traceback."""
+    return os.environ.get("PYPTX_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _trimmed(err: CompileError) -> CompileError:
+    """The error without the frames it passed through in the compiler (nor an internal
+    exception it was raised while handling): `raise _trimmed(e) from None`."""
+    return err.with_traceback(None)
+
+
+def user_facing(fn):
+    """Wrap an entry point (`pyptx.compile`) so that its CompileErrors come out trimmed."""
+    @functools.wraps(fn)
+    def entry(*args, **kwargs):
+        __tracebackhide__ = True        # noqa: F841 - pytest hides this frame
+        try:
+            return fn(*args, **kwargs)
+        except CompileError as err:
+            if debug_tracebacks():
+                raise
+            raise _trimmed(err) from None   # the kernel does not compile: PYPTX_DEBUG=1 for more
+    return entry
 
 
 class DeviceFunction:
@@ -86,9 +118,15 @@ class _LaunchConfig:
             raise LaunchError(f"{self.kernel.name}: kernel arguments are positional; unexpected "
                               f"keyword argument(s) " + ", ".join(f"'{k}'" for k in kwargs)
                               + " (only stream= and shared_mem= are launch options)")
+        __tracebackhide__ = True        # noqa: F841 - pytest hides this frame
         launch = _launch_fn[0] if _launch_fn else _load_launch()
-        return launch(self.kernel, self.grid, self.block, args, stream=stream,
-                      shared_mem=shared_mem)
+        try:
+            return launch(self.kernel, self.grid, self.block, args, stream=stream,
+                          shared_mem=shared_mem)
+        except CompileError as err:             # the first launch compiles
+            if debug_tracebacks():
+                raise
+            raise _trimmed(err) from None   # the kernel does not compile: PYPTX_DEBUG=1 for more
 
 
 _launch_fn: list = []

@@ -85,3 +85,88 @@ def test_info_without_gpu_names_the_cpu_executor():
         assert "sm_" in r.stdout
     else:
         assert "no GPU: CPU executor" in r.stdout
+
+
+# ---- MODULE:NAME, package files, --signature, --constexpr, argument errors --------------------
+
+SOFTMAX_DEFS = ("-D", "VEC=4", "--constexpr", "CHUNKS=2")
+
+
+def test_compile_module_name_target(tmp_path):
+    r = run("compile", "stdlib_kernels.softmax:softmax_warp_kernel", *SOFTMAX_DEFS, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert ".visible .entry softmax_warp_kernel(" in r.stdout
+
+
+def test_compile_file_inside_a_package_keeps_its_relative_imports(tmp_path):
+    # stdlib_kernels/softmax.py does `from . import _validate`: loaded by path it failed with
+    # "attempted relative import with no known parent package"; from another directory too
+    path = os.path.join(ROOT, "stdlib_kernels", "softmax.py")
+    for target, cwd in (("stdlib_kernels/softmax.py", ROOT), (path, str(tmp_path))):
+        r = run("compile", f"{target}:softmax_warp_kernel", *SOFTMAX_DEFS, "--ir", cwd=cwd)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("kernel @softmax_warp_kernel(")
+
+
+UNANNOTATED = '''
+import pyptx
+
+def add_one(out, x, n):
+    i = pyptx.grid(1)
+    if i < n:
+        out[i] = x[i] + 1.0
+'''
+
+
+def test_signature_for_an_unannotated_kernel(tmp_path):
+    (tmp_path / "plain.py").write_text(UNANNOTATED)
+    for sig in ("void(float32[:], float32[:], int32)", "void(float32[::1], f4[:], i4)",
+                "float32[:], float32[:], int32", "f32[:], f32[:], i32"):
+        r = run("compile", "plain.py:add_one", "--signature", sig, cwd=str(tmp_path))
+        assert r.returncode == 0, (sig, r.stderr)
+        assert ".visible .entry add_one(" in r.stdout and ".param .s32 n" in r.stdout
+    r = run("compile", "plain.py:add_one", cwd=str(tmp_path))            # no types at all
+    assert r.returncode == 1 and "--signature" in r.stderr and "plain.py:4:" in r.stderr
+
+
+def _usage_error(r, *words):
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert r.stderr.startswith("usage: python -m pyptx compile"), r.stderr
+    assert "<unknown>" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    for w in words:
+        assert w in r.stderr, (w, r.stderr)
+
+
+def test_argument_errors_are_usage_errors(kfile, tmp_path):
+    _usage_error(run("compile", f"{kfile}:scale", "-D", "K=3", "--arch", "sm_50"),
+                 "argument --arch", "sm_50", "sm_75", "sm_90a")
+    _usage_error(run("compile", f"{kfile}:scale", "--constexpr", "K"), "NAME=VALUE")
+    _usage_error(run("compile", f"{kfile}:scale", "-D", "K=abc"), "not an int, float or bool")
+    _usage_error(run("compile", f"{kfile}:scale", "--signature", "void(float32[:]"),
+                 "argument --signature")
+    _usage_error(run("compile", f"{kfile}:scale", "--signature", "int32(float32[:])"), "void")
+    _usage_error(run("compile", "no_such_module_xyz:k", cwd=str(tmp_path)),
+                 "no_such_module_xyz")
+    _usage_error(run("compile", "stdlib_kernels.softmax:nothere", cwd=ROOT), "nothere")
+    _usage_error(run("compile", str(tmp_path / "missing.py") + ":k"), "no such file")
+    _usage_error(run("compile", "stdlib_kernels.softmax"), "FILE.py:NAME or MODULE:NAME")
+    _usage_error(run("compile", "stdlib_kernels.softmax:WARP_KERNEL_BLOCK", cwd=ROOT),
+                 "not a kernel")
+
+
+def test_an_arch_argument_error_in_python_has_no_fake_location():
+    import pyptx
+    with pytest.raises(pyptx.CompileError) as ei:
+        pyptx.compile(pyptx.kernel(lambda: None), arch="sm_50")
+    assert str(ei.value).startswith("unsupported arch 'sm_50'")
+
+
+def test_getting_started_documents_the_command_line():
+    with open(os.path.join(ROOT, "docs", "getting-started.md"), encoding="utf-8") as f:
+        doc = f.read()
+    for words in ("MODULE:NAME", "--signature", "--constexpr", "exit 2", "Jupyter"):
+        assert words in doc, words
+    line = next(ln for ln in doc.splitlines()
+                if ln.startswith("$ python -m pyptx compile stdlib_kernels."))
+    r = run(*line.split()[4:], cwd=ROOT)                  # the documented command works
+    assert r.returncode == 0 and ".visible .entry" in r.stdout, r.stderr
