@@ -36,6 +36,7 @@ from typing import Callable
 import torch
 
 import stdlib_kernels as _stdlib
+from stdlib_kernels._args import IN_PLACE
 from pyptx.runtime.launch import launch_scope
 
 __all__ = ["OPS", "Op", "ops"]
@@ -101,11 +102,11 @@ OPS = (
     Op("decode_attention",
        "Tensor q, Tensor k_cache, Tensor v_cache, int seq_len, int? num_splits=None",
        result=_like("q")),
-    Op("kv_scatter", "Tensor src, Tensor(a!) cache, int pos", mutates=("cache",)),
+    Op("kv_scatter", "Tensor src, Tensor(a!) cache, int pos", mutates=IN_PLACE["kv_scatter"]),
     Op("paged_attention", "Tensor q, Tensor k_pages, Tensor v_pages, Tensor block_table, "
        "Tensor seq_lens, float? scale=None", result=_like("q")),
     Op("paged_kv_scatter", "Tensor k, Tensor v, Tensor(a!) k_pages, Tensor(b!) v_pages, "
-       "Tensor slots", mutates=("k_pages", "v_pages")),
+       "Tensor slots", mutates=IN_PLACE["paged_kv_scatter"]),
     Op("q4k_matmul", "Tensor x, Tensor w, int n, str path=\"auto\"",
        result=_rows_of(lambda a: a["n"])),
     Op("q6k_matmul", "Tensor x, Tensor w, int n, str path=\"auto\"",

@@ -33,6 +33,12 @@ import numpy as np
 
 from ._validate import empty, is_device
 
+#: the arguments each in-place function writes (besides `out=`, which every other one writes)
+IN_PLACE = {"kv_scatter": ("cache",), "paged_kv_scatter": ("k_pages", "v_pages")}
+#: frameworks whose arrays are immutable: never a written argument (their DLPack export does
+#: not say read-only, so this is the only guard)
+_IMMUTABLE = ("jax", "jaxlib")
+
 _HOST_DL = (1, 3)            # kDLCPU, kDLCUDAHost: numpy can address it
 _DEVICE_DL = (2, 13)         # kDLCUDA, kDLCUDAManaged: a kernel can address it
 
@@ -42,6 +48,7 @@ def stdlib_function(fn):
     `out=` keyword): foreign arrays in, the caller's kind out (module docstring)."""
     names = list(inspect.signature(fn).parameters)
     fname = fn.__name__
+    written = ("out",) + IN_PLACE.get(fname, ())
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -54,7 +61,7 @@ def stdlib_function(fn):
                     break
             else:
                 return fn(*args, **kwargs)          # numpy / DeviceArray only: nothing to do
-        return _Call(fname, names).run(fn, args, kwargs)
+        return _Call(fname, names, written).run(fn, args, kwargs)
 
     wrapper.__pyptx_stdlib__ = fn                   # the body, for tests and pyptx.torch
     return wrapper
@@ -136,8 +143,8 @@ def copy_device(dst, src) -> None:
 class _Call:
     """Converts the foreign arguments of one call, runs the body, converts the results."""
 
-    def __init__(self, fn: str, names: list):
-        self.fn, self.names = fn, names
+    def __init__(self, fn: str, names: list, written: tuple = ("out",)):
+        self.fn, self.names, self.written = fn, names, written
         self.originals: dict = {}        # id(internal array) -> the caller's object
         self.keep: list = []             # internal arrays (their ids stay valid)
         self.kind = None                 # (framework module name, on_device) of the 1st array
@@ -166,6 +173,10 @@ class _Call:
                 self.originals[id(a)] = a       # an in-place target comes back as itself
             return a
         module = type(a).__module__.split(".")[0]
+        if module in _IMMUTABLE and name in self.written:
+            raise TypeError(f"{self.fn}: {name} is an immutable {module} array; the call writes "
+                            f"it in place — pass a numpy/torch/DeviceArray buffer, or no out= "
+                            f"(the result comes back as a new {module} array)")
         dl_dev = _dlpack_device(self.fn, name, a)
         on_device = dl_dev[0] in _DEVICE_DL if dl_dev is not None else True
         if dl_dev is not None and dl_dev[0] not in _HOST_DL + _DEVICE_DL:
