@@ -391,8 +391,8 @@ def kv_scatter(src, cache, pos: int):
 
 
 @stdlib_function
-def decode_attention(q, k_cache, v_cache, seq_len: int, num_splits: int | None = None, *,
-                     window: int | None = None, softcap: float | None = None, out=None):
+def decode_attention(q, k_cache, v_cache, seq_len: int, num_splits: int | None = None,
+                     window: int | None = None, softcap: float | None = None, *, out=None):
     """Single-token attention: out_h = Σ_t softmax_t(q_h·k_{g(h),t} / sqrt(head_dim)) v_{g(h),t}.
 
     `q` is float32 `[n_heads, head_dim]` or flat; the caches are `[n_kv_heads, max_seq,

@@ -460,8 +460,8 @@ def flash_attention_arrays(kind: str, q3, k3, v3, group: int, causal: bool, scal
 
 
 @stdlib_function
-def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, *,
-                    window: int | None = None, softcap: float | None = None, out=None):
+def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
+                    window: int | None = None, softcap: float | None = None, *, out=None):
     """softmax(q kᵀ · scale [+ causal mask]) v per head, in q's dtype.
 
     q: `[heads, seq_q, d]` or `[batch, heads, seq_q, d]`, float32, float16 or bfloat16 (an

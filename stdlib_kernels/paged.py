@@ -284,9 +284,9 @@ def paged_kv_scatter(k, v, k_pages, v_pages, slots):
 
 
 @stdlib_function
-def paged_attention(q, k_pages, v_pages, block_table, seq_lens, scale: float | None = None, *,
+def paged_attention(q, k_pages, v_pages, block_table, seq_lens, scale: float | None = None,
                     max_seq_len: int | None = None, window: int | None = None,
-                    softcap: float | None = None, out=None):
+                    softcap: float | None = None, *, out=None):
     """Decode attention over a paged KV cache, per sequence b and query head h:
     out[b, h] = Σ_t softmax_t(q[b, h]·k_t · scale) v_t over the sequence's seq_lens[b] tokens,
     token t in page block_table[b, t // page_size], row t % page_size, KV head
