@@ -222,6 +222,7 @@ def decode_attention_kernel(out: f32[:, :], part_ml: f32[:, :, :], part_acc: f32
         lo = max(seq_len - WINDOW, 0)
         t0 = (lo & -TILE) + split * chunk
     else:
+        lo = 0
         t0 = split * chunk
     t1 = min(seq_len, t0 + chunk)
     for e in range(tid, GROUP * width, nthreads):      # zero past head_dim
@@ -270,12 +271,8 @@ def decode_attention_kernel(out: f32[:, :], part_ml: f32[:, :, :], part_acc: f32
                 ks[r, c] = kx
                 vs[r, c] = vx
         pyptx.syncthreads()
-        if WINDOW:
-            m, l, acc = attend_tile(qs, ks, vs, ps, min(TILE, t1 - tt), m, l, acc, DPL, TILE,
-                                    lo - tt, WINDOW, SOFTCAP)
-        else:
-            m, l, acc = attend_tile(qs, ks, vs, ps, min(TILE, t1 - tt), m, l, acc, DPL, TILE,
-                                    0, 0, SOFTCAP)
+        m, l, acc = attend_tile(qs, ks, vs, ps, min(TILE, t1 - tt), m, l, acc, DPL, TILE,
+                                lo - tt, WINDOW, SOFTCAP)     # lo - tt: used with WINDOW only
     l = tile_sum(l)
     if SPLIT:
         store_partials(part_ml, part_acc, head, split, m, l, acc, hd, DPL)

@@ -124,6 +124,7 @@ def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f
         t0 = (lo & -TILE) + split * chunk
         t1 = min(sl, t0 + chunk)
     else:
+        lo = 0
         t0 = split * chunk
         # never past the block table's capacity, whatever seq_lens holds
         t1 = min(min(seq_lens[b], block_table.shape[1] << log2_page), t0 + chunk)
@@ -182,12 +183,8 @@ def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f
                 ks[r, c] = kx
                 vs[r, c] = vx
         pyptx.syncthreads()
-        if WINDOW:
-            m, l, acc = attend_tile(qs, ks, vs, ps, min(TILE, t1 - tt), m, l, acc, DPL, TILE,
-                                    lo - tt, WINDOW, SOFTCAP)
-        else:
-            m, l, acc = attend_tile(qs, ks, vs, ps, min(TILE, t1 - tt), m, l, acc, DPL, TILE,
-                                    0, 0, SOFTCAP)
+        m, l, acc = attend_tile(qs, ks, vs, ps, min(TILE, t1 - tt), m, l, acc, DPL, TILE,
+                                lo - tt, WINDOW, SOFTCAP)     # lo - tt: used with WINDOW only
     l = tile_sum(l)
     if SPLIT:
         store_partials(part_ml, part_acc, b * q.shape[1] + head, split, m, l, acc, hd, DPL)
