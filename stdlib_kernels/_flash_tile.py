@@ -25,32 +25,56 @@ FAST = 2.0**24
 F32_MAX = 3.4028234663852886e38
 
 
+#: the query rows of a block of either kernel (4 warps x 16): softmax_tile's window test
+BLOCK_ROWS = 64
+
+LOG2E = 1.4426950408889634
+
+
 @pyptx.func
-def _masked(x: f32, col: i32, row: i32, sk: i32, shift: i32, causal: pyptx.constexpr):
-    """x, or -inf where key `col` is past the end or (causal) after query `row`'s last key."""
+def _masked(x: f32, col: i32, row: i32, sk: i32, shift: i32, causal: pyptx.constexpr,
+            WINDOW: pyptx.constexpr = 0):
+    """x, or -inf where key `col` is past the end or (causal) after query `row`'s last key, or
+    (WINDOW) not after row's last key - WINDOW."""
     ok = col < sk
     if causal:
         ok = ok and col <= row + shift
+    if WINDOW:
+        ok = ok and col > row + shift - WINDOW
     return x if ok else NEG_INF
 
 
 @pyptx.func
 def _mask_tile(s, kv0: i32, row0: i32, t2: i32, sk: i32, shift: i32, NT: pyptx.constexpr,
-               causal: pyptx.constexpr):
+               causal: pyptx.constexpr, WINDOW: pyptx.constexpr = 0):
     ns = ()
     for j in pyptx.static_range(NT):
         cc = kv0 + j * 8 + t2
-        ns = ns + ((_masked(s[j][0], cc, row0, sk, shift, causal),
-                    _masked(s[j][1], cc + 1, row0, sk, shift, causal),
-                    _masked(s[j][2], cc, row0 + 8, sk, shift, causal),
-                    _masked(s[j][3], cc + 1, row0 + 8, sk, shift, causal)),)
+        ns = ns + ((_masked(s[j][0], cc, row0, sk, shift, causal, WINDOW),
+                    _masked(s[j][1], cc + 1, row0, sk, shift, causal, WINDOW),
+                    _masked(s[j][2], cc, row0 + 8, sk, shift, causal, WINDOW),
+                    _masked(s[j][3], cc + 1, row0 + 8, sk, shift, causal, WINDOW)),)
+    return ns
+
+
+@pyptx.func
+def _softcap_tile(s, k: f32, NT: pyptx.constexpr, SOFTCAP: pyptx.constexpr):
+    """Raw scores -> C·tanh(s·k), C = SOFTCAP·log2 e, k = scale·log2 e / C: the capped logits
+    SOFTCAP·tanh(s·scale / SOFTCAP), already scaled to base 2."""
+    ns = ()
+    for j in pyptx.static_range(NT):
+        ns = ns + ((SOFTCAP * LOG2E * pyptx.math.tanh(s[j][0] * k),
+                    SOFTCAP * LOG2E * pyptx.math.tanh(s[j][1] * k),
+                    SOFTCAP * LOG2E * pyptx.math.tanh(s[j][2] * k),
+                    SOFTCAP * LOG2E * pyptx.math.tanh(s[j][3] * k)),)
     return ns
 
 
 @pyptx.func
 def softmax_tile(s, kv0: i32, q0: i32, row0: i32, t2: i32, sk: i32, shift: i32, m0: f32,
                  m1: f32, l0: f32, l1: f32, c: f32, NT: pyptx.constexpr,
-                 causal: pyptx.constexpr, bf: pyptx.constexpr, MASK: pyptx.constexpr = 0):
+                 causal: pyptx.constexpr, bf: pyptx.constexpr, MASK: pyptx.constexpr = 0,
+                 WINDOW: pyptx.constexpr = 0, SOFTCAP: pyptx.constexpr = 0.0):
     """One tile of raw scores `s` (NT n-tiles of 8 keys from key kv0; q0 is the block's first
     query, row0 this lane's first row, t2 its first column) -> (pf, a0, a1, m0, m1, l0, l1, need).
 
@@ -73,15 +97,24 @@ def softmax_tile(s, kv0: i32, q0: i32, row0: i32, t2: i32, sk: i32, shift: i32, 
       takes `_probs`' CLAMP path, and the bias is clamped to the largest f32 (scores past f32's
       range: no inf - inf).  Cost on the usual tiles: two compares in the vote (+5 SASS
       instructions of 222 per tile at D = 128, layout included; bench_attention_sass).
-    * pf: P re-packed as m16n8k16 A-fragment words, two per n-tile."""
+    * pf: P re-packed as m16n8k16 A-fragment words, two per n-tile.
+    * WINDOW (compile time, 0: off; with causal): row r also masks the keys <= r + shift -
+      WINDOW (a sliding window); the TEST of a tile includes the block's first key row.
+    * SOFTCAP (compile time, 0.0: off): the scores are capped first (`_softcap_tile`, in base-2
+      units), then c = 1."""
+    if SOFTCAP:
+        s = _softcap_tile(s, c * (1.0 / (SOFTCAP * LOG2E)), NT, SOFTCAP)
+        c = 1.0
     if MASK == TEST:
         edge = kv0 + NT * 8 > sk
         if causal:
             edge = edge or kv0 + NT * 8 - 1 > q0 + shift
+        if WINDOW:
+            edge = edge or kv0 <= q0 + BLOCK_ROWS - 1 + shift - WINDOW
         if edge:                    # block-uniform
-            s = _mask_tile(s, kv0, row0, t2, sk, shift, NT, causal)
+            s = _mask_tile(s, kv0, row0, t2, sk, shift, NT, causal, WINDOW)
     elif MASK == MASKED:
-        s = _mask_tile(s, kv0, row0, t2, sk, shift, NT, causal)
+        s = _mask_tile(s, kv0, row0, t2, sk, shift, NT, causal, WINDOW)
     mx0 = max(s[0][0], s[0][1])
     mx1 = max(s[0][2], s[0][3])
     for j in pyptx.static_range(1, NT):

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .activations import gate_up_swiglu_kernel, swiglu_kernel
-from .attention import decode_attention_kernel, decode_merge_kernel, kv_scatter_kernel
+from .attention import (decode_attention_kernel, decode_merge_kernel, kv_kernel,
+                        kv_scatter_kernel)
 from .elementwise import add_kernel
 from .gemm import TILED_THREADS, gemm_naive_kernel, gemm_tiled_kernel
 from .gemm_tc import gemm_tc_kernel
@@ -33,6 +34,16 @@ class Specialisation:
     kernel: object                      # a pyptx.Kernel
     constexprs: dict = field(default_factory=dict)
     threads: int = 0                    # threads per block the wrapper launches (0: not fixed)
+
+
+#: the model options' values of the specialisations below: Mistral's sliding window, Gemma 2's
+#: attention logit cap (both compile-time constants of the kernels)
+WINDOW, SOFTCAP = 4096, 50.0
+
+
+def _kv16(kernel, *names):
+    """The float16-KV-cache instance of `kernel` (its K/V parameters retyped; KV16=True)."""
+    return kv_kernel(kernel, names)
 
 
 #: row lengths whose launch plans (block, chunk width, chunks in registers or streamed) cover
@@ -74,6 +85,15 @@ SPECIALISATIONS: tuple[Specialisation, ...] = (
     *(Specialisation(f"decode_attention[DPL={d},SPLIT={s}]", decode_attention_kernel,
                      {"DPL": d, "TILE": 32, "GROUP": 4, "VEC": True, "SPLIT": s})
       for d in (2, 4) for s in (False, True)),
+    *(Specialisation(f"decode_attention[DPL={d},SPLIT={s},kv16]",
+                     _kv16(decode_attention_kernel, "k_cache", "v_cache"),
+                     {"DPL": d, "TILE": 32, "GROUP": 4, "VEC": True, "SPLIT": s, "KV16": True})
+      for d in (2, 4) for s in (False, True)),
+    Specialisation(f"decode_attention[DPL=4,SPLIT=True,WINDOW={WINDOW},SOFTCAP={SOFTCAP}]",
+                   decode_attention_kernel, {"DPL": 4, "TILE": 32, "GROUP": 4, "VEC": True,
+                                             "SPLIT": True, "WINDOW": WINDOW,
+                                             "SOFTCAP": SOFTCAP}),
+    Specialisation("kv_scatter[kv16]", _kv16(kv_scatter_kernel, "cache")),
     Specialisation("decode_merge", decode_merge_kernel),
     *(Specialisation(f"rope[{'neox' if neox else 'gptj'},VEC={vec}]", rope_kernel,
                      {"NEOX": neox, "VEC": vec}, ROPE_THREADS)
@@ -86,14 +106,26 @@ SPECIALISATIONS: tuple[Specialisation, ...] = (
     *(Specialisation(f"flash_attention_tc[D={d},causal={c},{'bf16' if bf else 'f16'}]",
                      flash_attention_tc_kernel, {"D": d, "causal": c, "bf": bf})
       for d in (64, 128) for c in (False, True) for bf in (False, True)),
+    *(Specialisation(f"flash_attention_tc[D=128,causal=True,f16,{opt}]",
+                     flash_attention_tc_kernel, {"D": 128, "causal": True, "bf": False, **cx})
+      for opt, cx in ((f"WINDOW={WINDOW}", {"WINDOW": WINDOW}),
+                      (f"SOFTCAP={SOFTCAP}", {"SOFTCAP": SOFTCAP}))),
     *(Specialisation(f"flash_attention_tc_wide[D={d},C0={c0},DV={dv},causal={c},"
                      f"{'bf16' if bf else 'f16'}]", flash_attention_tc_wide_kernel,
                      {"D": d, "C0": c0, "DV": dv, "causal": c, "bf": bf})
       for d in (144, 192, 240, 256) for c0, dv in wide_passes(d) for c in (False, True)
       for bf in ((False, True) if d == 256 else (False,))),
+    *(Specialisation(f"flash_attention_tc_wide[D=256,C0={c0},DV=128,causal=True,bf16,"
+                     f"WINDOW={WINDOW},SOFTCAP={SOFTCAP}]", flash_attention_tc_wide_kernel,
+                     {"D": 256, "C0": c0, "DV": 128, "causal": True, "bf": True,
+                      "WINDOW": WINDOW, "SOFTCAP": SOFTCAP})
+      for c0 in (0, 128)),
     *(Specialisation(f"flash_attention_f32[DPL={dpl},causal={c}]", flash_attention_f32_kernel,
                      {"DPL": dpl, "KT": 32 if dpl <= 4 else 16, "causal": c, "VEC": True})
       for dpl in (2, 4) for c in (False, True)),
+    Specialisation(f"flash_attention_f32[DPL=4,causal=True,WINDOW={WINDOW},SOFTCAP={SOFTCAP}]",
+                   flash_attention_f32_kernel, {"DPL": 4, "KT": 32, "causal": True, "VEC": True,
+                                                "WINDOW": WINDOW, "SOFTCAP": SOFTCAP}),
     Specialisation("act_sums", qgemv.act_sums_kernel),
     Specialisation("act_q8", qgemv.act_q8_kernel),
     *(Specialisation(f"{kern.name}[M={m}]", kern, {"M": m})
@@ -106,7 +138,17 @@ SPECIALISATIONS: tuple[Specialisation, ...] = (
     *(Specialisation(f"paged_attention[DPL={d},SPLIT={s}]", paged_attention_kernel,
                      {"DPL": d, "TILE": 32, "GROUP": 4, "VEC": True, "SPLIT": s})
       for d in (2, 4) for s in (False, True)),
+    *(Specialisation(f"paged_attention[DPL={d},SPLIT={s},kv16]",
+                     _kv16(paged_attention_kernel, "k_pages", "v_pages"),
+                     {"DPL": d, "TILE": 32, "GROUP": 4, "VEC": True, "SPLIT": s, "KV16": True})
+      for d in (2, 4) for s in (False, True)),
+    Specialisation(f"paged_attention[DPL=4,SPLIT=True,kv16,WINDOW={WINDOW},SOFTCAP={SOFTCAP}]",
+                   _kv16(paged_attention_kernel, "k_pages", "v_pages"),
+                   {"DPL": 4, "TILE": 32, "GROUP": 4, "VEC": True, "SPLIT": True, "KV16": True,
+                    "WINDOW": WINDOW, "SOFTCAP": SOFTCAP}),
     Specialisation("paged_merge", paged_merge_kernel),
     Specialisation("paged_kv_scatter", paged_kv_scatter_kernel),
+    Specialisation("paged_kv_scatter[kv16]", _kv16(paged_kv_scatter_kernel, "k_pages",
+                                                   "v_pages")),
     *(Specialisation(f"add[VEC={v}]", add_kernel, {"VEC": v}) for v in (False, True)),
 )

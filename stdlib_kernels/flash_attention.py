@@ -36,6 +36,7 @@ from ._flash_tile import F32_MAX, MASKED, NEG_INF, PLAIN, finish, rescale, softm
 from .flash_attention_wide import (WIDE_MAX_D, WIDE_THREADS, WQ,
                                    flash_attention_tc_wide_kernel, passes as wide_passes)
 from ._warp import NEG_BIG, warp_sum
+from .attention import kv_kernel, window_softcap
 
 LOG2E = 1.4426950408889634
 
@@ -74,17 +75,22 @@ def _load_rows(buf: u16[:, :, :], slot0: i32, src: u16[:, :], row0: i32,
 def _tc_step(buf: u16[:, :, :], kh: u16[:, :], vh: u16[:, :], t: i32, ntiles: i32, qf, st,
              q0: i32, row0: i32, sk: i32, shift: i32, c: f32, tid: i32, lane: i32,
              D: pyptx.constexpr, causal: pyptx.constexpr, bf: pyptx.constexpr,
-             MASK: pyptx.constexpr):
+             MASK: pyptx.constexpr, t_first: i32 = 0, WINDOW: pyptx.constexpr = 0,
+             SOFTCAP: pyptx.constexpr = 0.0):
     """Key tile t: issue tile t+1's copies, S = Q Kᵀ, the softmax step (MASK: PLAIN/MASKED), O =
     O a + P V.  st = (o, m0, m1, l0, l1) in and out.  Two loops call it, so the tiles that need
-    no mask run a body without the mask's test, selects and register copies."""
+    no mask run a body without the mask's test, selects and register copies.  WINDOW: the
+    first tile is t_first (stage parity counted from it); WINDOW / SOFTCAP go to softmax_tile."""
     o, m0, m1, l0, l1 = st
     t2 = (lane & 3) * 2
     l16 = lane & 15
     l8 = lane & 7
     hi16 = (lane >> 4) * 8              # +8 for lanes 16..31
     hi8 = ((lane >> 3) & 1) * 8         # +8 for lanes 8..15 and 24..31
-    kb = (t & 1) * 2
+    if WINDOW:
+        kb = ((t - t_first) & 1) * 2
+    else:
+        kb = (t & 1) * 2
     if t + 1 < ntiles:
         _load_rows(buf, 2 - kb, kh, (t + 1) * BKV, BKV, D, tid)
         _load_rows(buf, 3 - kb, vh, (t + 1) * BKV, BKV, D, tid)
@@ -103,7 +109,8 @@ def _tc_step(buf: u16[:, :, :], kh: u16[:, :], vh: u16[:, :], t: i32, ntiles: i3
         s = ns
     # ---- mask, online softmax, P; O rescaled only when a row's bias moved ----
     pf, a0, a1, m0, m1, l0, l1, need = softmax_tile(s, t * BKV, q0, row0, t2, sk, shift, m0, m1,
-                                                    l0, l1, c, BKV // 8, causal, bf, MASK)
+                                                    l0, l1, c, BKV // 8, causal, bf, MASK,
+                                                    WINDOW, SOFTCAP)
     if need:
         o = rescale(o, a0, a1, D // 8)
     # ---- O += P V (P's S-accumulator layout is the A-fragment layout) ----
@@ -122,12 +129,15 @@ def _tc_step(buf: u16[:, :, :], kh: u16[:, :], vh: u16[:, :], t: i32, ntiles: i3
     return o, m0, m1, l0, l1
 
 
-@pyptx.kernel
 def flash_attention_tc_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:, :, :],
                               v: u16[:, :, :], group: i32, scale_log2: f32, D: pyptx.constexpr,
-                              causal: pyptx.constexpr, bf: pyptx.constexpr):
+                              causal: pyptx.constexpr, bf: pyptx.constexpr,
+                              WINDOW: pyptx.constexpr, SOFTCAP: pyptx.constexpr):
     """out[bh] = attention(q[bh], k[bh // group], v[bh // group]) for one 64-row query tile;
-    the arrays hold f16 (bf False) or bf16 (bf True) bit patterns."""
+    the arrays hold f16 (bf False) or bf16 (bf True) bit patterns.  WINDOW (with causal): row
+    r sees keys (r + shift - WINDOW, r + shift]; the tiles before the block's first row's window
+    are never loaded, the ones crossing the window's edge for some row run masked.  SOFTCAP:
+    the logit cap (softmax_tile).  `flash_attention_tc_kernel` is this with both off (0)."""
     # slots 0/1: K/V of stage 0, slots 2/3: K/V of stage 1 (first: the 64-row Q tile)
     buf = pyptx.shared.array((4, BKV, D + PAD), u16)
     sq = q.shape[1]
@@ -150,7 +160,15 @@ def flash_attention_tc_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:, :, :
     kh = k[kvh]
     vh = v[kvh]
     _load_rows(buf, 2, q[bh], q0, BQ, D, tid)
-    if ntiles > 0:
+    if WINDOW:
+        # the first tile holding a key of the block's first row's window; tiles before w_end
+        # hold a key outside some row's window (masked)
+        t_first = min(max(q0 + shift - WINDOW + 1, 0) // BKV, ntiles)
+        w_end = max(q0 + BQ - 1 + shift - WINDOW + BKV, 0) // BKV
+        if t_first < ntiles:
+            _load_rows(buf, 0, kh, t_first * BKV, BKV, D, tid)
+            _load_rows(buf, 1, vh, t_first * BKV, BKV, D, tid)
+    elif ntiles > 0:
         _load_rows(buf, 0, kh, 0, BKV, D, tid)
         _load_rows(buf, 1, vh, 0, BKV, D, tid)
     pyptx.cp_async_wait(0)
@@ -172,14 +190,30 @@ def flash_attention_tc_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:, :, :
         n_plain = min(n_plain, max((q0 + shift + 1) // BKV, 0))
     n_plain = min(n_plain, ntiles)
     st = (o, m0, m1, l0, l1)
-    for t in range(n_plain):
-        st = _tc_step(buf, kh, vh, t, ntiles, qf, st, q0, row0, sk, shift, scale_log2, tid,
-                      lane, D, causal, bf, PLAIN)
-    for t in range(n_plain, ntiles):
-        st = _tc_step(buf, kh, vh, t, ntiles, qf, st, q0, row0, sk, shift, scale_log2, tid,
-                      lane, D, causal, bf, MASKED)
+    if WINDOW:
+        for t in range(t_first, min(w_end, ntiles)):
+            st = _tc_step(buf, kh, vh, t, ntiles, qf, st, q0, row0, sk, shift, scale_log2, tid,
+                          lane, D, causal, bf, MASKED, t_first, WINDOW, SOFTCAP)
+        for t in range(max(w_end, t_first), n_plain):
+            st = _tc_step(buf, kh, vh, t, ntiles, qf, st, q0, row0, sk, shift, scale_log2, tid,
+                          lane, D, causal, bf, PLAIN, t_first, WINDOW, SOFTCAP)
+        for t in range(max(max(n_plain, w_end), t_first), ntiles):
+            st = _tc_step(buf, kh, vh, t, ntiles, qf, st, q0, row0, sk, shift, scale_log2, tid,
+                          lane, D, causal, bf, MASKED, t_first, WINDOW, SOFTCAP)
+    else:
+        for t in range(n_plain):
+            st = _tc_step(buf, kh, vh, t, ntiles, qf, st, q0, row0, sk, shift, scale_log2, tid,
+                          lane, D, causal, bf, PLAIN, 0, 0, SOFTCAP)
+        for t in range(n_plain, ntiles):
+            st = _tc_step(buf, kh, vh, t, ntiles, qf, st, q0, row0, sk, shift, scale_log2, tid,
+                          lane, D, causal, bf, MASKED, 0, 0, SOFTCAP)
     o, m0, m1, l0, l1 = st
     finish(out, o, l0, l1, bh, row0, t2, D // 8, bf)
+
+
+#: both options off: the kernel's launch signature and code before they existed
+flash_attention_tc_kernel = pyptx.kernel(flash_attention_tc_kernel).specialize(WINDOW=0,
+                                                                               SOFTCAP=0.0)
 
 
 # ---- float32 SIMT kernel ----------------------------------------------------------------------
@@ -188,13 +222,16 @@ SIMT_WARPS = 8
 SIMT_KT = 32
 
 
-@pyptx.kernel
 def flash_attention_f32_kernel(out: f32[:, :, :], q: f32[:, :, :], k: f32[:, :, :],
                                v: f32[:, :, :], group: i32, scale_log2: f32,
                                DPL: pyptx.constexpr, KT: pyptx.constexpr,
-                               causal: pyptx.constexpr, VEC: pyptx.constexpr):
+                               causal: pyptx.constexpr, VEC: pyptx.constexpr,
+                               WINDOW: pyptx.constexpr, SOFTCAP: pyptx.constexpr):
     """One warp per query row (8 rows per block), K/V tiles of KT keys shared in shared memory,
-    loaded with 128-bit vloads when VEC (head_dim % 4 == 0)."""
+    loaded with 128-bit vloads when VEC (head_dim % 4 == 0).  WINDOW (with causal): row r sees
+    keys (r + shift - WINDOW, r + shift], the tiles before the block's first row's window are
+    skipped; SOFTCAP: scores s (base 2) -> C·tanh(s / C), C = SOFTCAP·log2 e.
+    `flash_attention_f32_kernel` is this with both off (0)."""
     ks = pyptx.shared.array((KT, DPL * 32), f32)
     vs = pyptx.shared.array((KT, DPL * 32), f32)
     sq = q.shape[1]
@@ -225,7 +262,10 @@ def flash_attention_f32_kernel(out: f32[:, :, :], q: f32[:, :, :], k: f32[:, :, 
         for e in range(tid, KT * width, nthreads):
             ks[e // width, e % width] = 0.0
             vs[e // width, e % width] = 0.0
-    for t0 in range(0, kv_end, KT):
+    kv_start = 0
+    if WINDOW:
+        kv_start = max(q0 + sk - sq - WINDOW + 1, 0) // KT * KT
+    for t0 in range(kv_start, kv_end, KT):
         pyptx.syncthreads()
         if VEC:
             q4 = d >> 2
@@ -250,11 +290,16 @@ def flash_attention_f32_kernel(out: f32[:, :, :], q: f32[:, :, :], k: f32[:, :, 
                 vs[r, c] = v[kvh, t0 + r, c] if ok else 0.0
         pyptx.syncthreads()
         for j in range(min(KT, kv_end - t0)):
-            if t0 + j <= last:                       # warp-uniform: one row per warp
+            ok = t0 + j <= last                      # warp-uniform: one row per warp
+            if WINDOW:
+                ok = ok and t0 + j > last - WINDOW
+            if ok:
                 s = 0.0
                 for i in pyptx.static_range(DPL):
                     s += qv[i] * ks[j, lane + 32 * i]
                 s = warp_sum(s)
+                if SOFTCAP:
+                    s = (SOFTCAP * LOG2E) * pyptx.math.tanh(s * (1.0 / (SOFTCAP * LOG2E)))
                 m_new = max(m, s)
                 corr = pyptx.math.fast_exp2(m - m_new)
                 p = pyptx.math.fast_exp2(s - m_new)
@@ -270,6 +315,11 @@ def flash_attention_f32_kernel(out: f32[:, :, :], q: f32[:, :, :], k: f32[:, :, 
             dd = lane + 32 * i
             if dd < d:
                 out[bh, row, dd] = acc[i] * inv
+
+
+#: both options off: the kernel's launch signature and code before they existed
+flash_attention_f32_kernel = pyptx.kernel(flash_attention_f32_kernel).specialize(WINDOW=0,
+                                                                                 SOFTCAP=0.0)
 
 
 # ---- negative scales on the device --------------------------------------------------------------
@@ -362,12 +412,20 @@ def _positive_scale(q3, scale_log2: np.float32):
     return q3, max(scale_log2, np.float32(1e-30))
 
 
+def _variant(kernel, window: int, softcap: float):
+    """`kernel` (a default instance, both options off) with window / softcap on: one cached
+    Kernel object per value pair (attention.kv_kernel)."""
+    if not (window or softcap):
+        return kernel
+    return kv_kernel(kernel, WINDOW=window, SOFTCAP=softcap)
+
+
 def flash_attention_arrays(kind: str, q3, k3, v3, group: int, causal: bool, scale: float,
-                           out=None):
+                           out=None, window: int = 0, softcap: float = 0.0):
     """The kernel launch on validated [b*h, seq, d] arrays (uint16 bits for 'f16'/'bf16'; numpy
     or DeviceArrays).  `out`: the [b*h, seq_q, d] result to write (float32, or uint16 bits for
     the half kinds; it may be a view of the caller's float16/bfloat16 array); default a new
-    array where q3 lives."""
+    array where q3 lives.  window (> 0, causal only) / softcap (> 0): 0 is off."""
     bh, sq, d = q3.shape
     sk = k3.shape[1]
     # past f32's range: the largest f32 (inf would make 0 * inf = NaN scores; with it every
@@ -379,7 +437,8 @@ def flash_attention_arrays(kind: str, q3, k3, v3, group: int, causal: bool, scal
         if bh and sq and d:
             dpl = V.ceil_div(d, 32)
             kt = SIMT_KT if dpl <= 4 else SIMT_KT // 2
-            flash_attention_f32_kernel[(V.ceil_div(sq, SIMT_WARPS), bh), SIMT_WARPS * 32](
+            _variant(flash_attention_f32_kernel, window, softcap)[
+                (V.ceil_div(sq, SIMT_WARPS), bh), SIMT_WARPS * 32](
                 out, q3, k3, v3, group, scale_log2, dpl, kt, bool(causal), d % 4 == 0)
         return out
     _half_head_dim(d)
@@ -388,24 +447,32 @@ def flash_attention_arrays(kind: str, q3, k3, v3, group: int, causal: bool, scal
     if bh and sq:
         q3, scale_log2 = _positive_scale(q3, scale_log2)
         if d <= TC_MAX_D:
-            flash_attention_tc_kernel[(V.ceil_div(sq, BQ), bh), TC_THREADS](
+            _variant(flash_attention_tc_kernel, window, softcap)[
+                (V.ceil_div(sq, BQ), bh), TC_THREADS](
                 out, q3, k3, v3, group, scale_log2, d, bool(causal), kind == "bf16")
         else:
             for c0, dv in wide_passes(d):
-                flash_attention_tc_wide_kernel[(V.ceil_div(sq, WQ), bh), WIDE_THREADS](
+                _variant(flash_attention_tc_wide_kernel, window, softcap)[
+                    (V.ceil_div(sq, WQ), bh), WIDE_THREADS](
                     out, q3, k3, v3, group, scale_log2, d, c0, dv, bool(causal),
                     kind == "bf16")
     return out
 
 
 @stdlib_function
-def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, *, out=None):
+def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
+                    window: int | None = None, softcap: float | None = None, *, out=None):
     """softmax(q kᵀ · scale [+ causal mask]) v per head, in q's dtype.
 
     q: `[heads, seq_q, d]` or `[batch, heads, seq_q, d]`, float32, float16 or bfloat16 (an
     ml_dtypes array); k, v: the same layout with `heads / group` heads and seq_k rows.  `scale`
     defaults to 1/sqrt(d).  causal: query i sees keys j <= i + seq_k - seq_q.  float16/bfloat16
     run on tensor cores (f32 accumulation and softmax; head_dim a multiple of 16 up to 256).
+    `window` (sliding window, Mistral; needs causal=True): query i, at position p = i + seq_k -
+    seq_q, sees the keys j in (p - window, p]; key tiles wholly before a block's window are
+    skipped, not loaded.  `softcap` (Gemma 2): each logit x = q·k·scale becomes
+    softcap·tanh(x / softcap) before the softmax.  Each distinct window / softcap value
+    compiles its own kernel instance (compile-time constants, as a model's are).
     The result has q's shape and dtype and lives where q does (or is `out`).
     """
     kind, q3, k3, v3, shape, group = _arrays(q, k, v)
@@ -415,6 +482,10 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, *
     if scale is None:
         scale = 1.0 / math.sqrt(d) if d else 1.0
     scale = V.float_scalar("flash_attention", "scale", scale)
+    window, softcap = window_softcap("flash_attention", window, softcap)
+    if window and not causal:
+        raise ValueError("flash_attention: window needs causal=True (a sliding window bounds "
+                         "the causal mask from below)")
     if d > 256:
         raise ValueError(f"flash_attention: head_dim must be at most 256, got {d}")
     if kind != "f32":
@@ -422,5 +493,5 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None, *
     res = result("flash_attention", out, shape, q.dtype, q)
     dst = res.reshape(q3.shape)
     flash_attention_arrays(kind, q3, k3, v3, group, bool(causal), scale,
-                           dst if kind == "f32" else dst.view(np.uint16))
+                           dst if kind == "f32" else dst.view(np.uint16), window, softcap)
     return res

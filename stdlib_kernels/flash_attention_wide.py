@@ -23,7 +23,7 @@ from __future__ import annotations
 import pyptx
 from pyptx import block_idx, f32, i32, thread_idx, u16
 
-from ._flash_tile import NEG_INF, finish, rescale, softmax_tile
+from ._flash_tile import NEG_INF, TEST, finish, rescale, softmax_tile
 
 WQ = 64                 # query rows per block (16 per warp)
 WKV = 16                # keys per K / V tile
@@ -63,14 +63,17 @@ def passes(d: int) -> tuple[tuple[int, int], ...]:
     return ((0, d),) if d <= 192 else ((0, 128), (128, d - 128))
 
 
-@pyptx.kernel
 def flash_attention_tc_wide_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:, :, :],
                                    v: u16[:, :, :], group: i32, scale_log2: f32,
                                    D: pyptx.constexpr, C0: pyptx.constexpr,
                                    DV: pyptx.constexpr, causal: pyptx.constexpr,
-                                   bf: pyptx.constexpr):
+                                   bf: pyptx.constexpr, WINDOW: pyptx.constexpr,
+                                   SOFTCAP: pyptx.constexpr):
     """out[bh, :, C0:C0 + DV] = attention(q[bh], k[bh // group], v[bh // group])[:, C0:C0 + DV]
-    for one 64-row query tile (f16 or bf16 bits); scale_log2 > 0."""
+    for one 64-row query tile (f16 or bf16 bits); scale_log2 > 0.  WINDOW (with causal): the
+    sliding window, tiles before the block's first row's window never loaded (softmax_tile
+    masks the edge tiles); SOFTCAP: the logit cap.  `flash_attention_tc_wide_kernel` is this
+    with both off (0)."""
     SWZ = D == 256              # unpadded, swizzled rows; else padded by 8 halves
     buf = pyptx.shared.array((WQ + 2 * WKV, D if D == 256 else D + 8), u16)   # Q, K, V rows
     KR = WQ
@@ -95,12 +98,15 @@ def flash_attention_tc_wide_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:,
     if causal:
         kv_end = min(sk, q0 + WQ + shift)
     ntiles = (kv_end + WKV - 1) // WKV
+    t_first = 0
+    if WINDOW:              # the first tile holding a key of the block's first row's window
+        t_first = min(max(q0 + shift - WINDOW + 1, 0) // WKV, ntiles)
     _load(buf, 0, q[bh], q0, WQ, 0, D, tid, SWZ)
-    if ntiles > 0:
-        _load(buf, KR, kh, 0, WKV, 0, D, tid, SWZ)
+    if t_first < ntiles:
+        _load(buf, KR, kh, t_first * WKV, WKV, 0, D, tid, SWZ)
     pyptx.cp_async_wait(1)                          # group [Q, K0]
-    if ntiles > 0:
-        _load(buf, VR, vh, 0, WKV, C0, DV, tid, SWZ)
+    if t_first < ntiles:
+        _load(buf, VR, vh, t_first * WKV, WKV, C0, DV, tid, SWZ)
     qr = warp * 16 + l16                            # this lane's ldmatrix rows
     kr = KR + hi16 + l8
     vr = VR + l16
@@ -115,7 +121,7 @@ def flash_attention_tc_wide_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:,
     l0 = 0.0
     l1 = 0.0
     row0 = q0 + warp * 16 + (lane >> 2)
-    for t in range(ntiles):
+    for t in range(t_first, ntiles):
         pyptx.cp_async_wait(1)                      # closes [V(t)]; K(t) has landed
         pyptx.syncthreads()
         # ---- S = Q K(t)ᵀ: 16 rows x 16 keys per warp ----
@@ -131,7 +137,7 @@ def flash_attention_tc_wide_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:,
             _load(buf, KR, kh, (t + 1) * WKV, WKV, 0, D, tid, SWZ)
         pf, a0, a1, m0, m1, l0, l1, need = softmax_tile((s0, s1), t * WKV, q0, row0, t2, sk,
                                                         shift, m0, m1, l0, l1, scale_log2, 2,
-                                                        causal, bf)
+                                                        causal, bf, TEST, WINDOW, SOFTCAP)
         if need:
             o = rescale(o, a0, a1, DV // 8)
         pyptx.cp_async_wait(1)                      # closes [K(t+1)]; V(t) has landed
@@ -151,3 +157,8 @@ def flash_attention_tc_wide_kernel(out: u16[:, :, :], q: u16[:, :, :], k: u16[:,
             _load(buf, VR, vh, (t + 1) * WKV, WKV, C0, DV, tid, SWZ)
     pyptx.cp_async_wait(0)
     finish(out, o, l0, l1, bh, row0, C0 + t2, DV // 8, bf)
+
+
+#: both options off: the kernel's launch signature and code before they existed
+flash_attention_tc_wide_kernel = pyptx.kernel(flash_attention_tc_wide_kernel).specialize(
+    WINDOW=0, SOFTCAP=0.0)

@@ -13,8 +13,10 @@ least a tile: tiles start at multiples of their size), read once with 128-bit `v
 memory and scored by every head of the group (`attention.attend_tile`, the same step as
 decode_attention); splits store partials (`attention.store_partials`) that
 `paged_merge_kernel` combines with `attention.merged_value`.  The split count follows from the
-block table's capacity, not from the lengths' values, so one launch geometry serves every step
-of a decode (a launch graph replays it while `seq_lens` grows).
+longest sequence: max(seq_lens) for host lengths; for device-resident ones the caller's
+`max_seq_len` hint, or by default the block table's capacity, so that one launch geometry
+serves every step of a decode (a launch graph replays it while `seq_lens` grows).  float16
+pools are read 8 halves per 128-bit load and converted to f32 in shared memory.
 """
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ from pyptx import block_idx, f32, i32, thread_idx, u32
 from . import _validate as V
 from ._args import result, stdlib_function
 from ._warp import NEG_BIG
-from .attention import (LOG2E, TARGET_BLOCKS, _tile, attend_tile, merged_value,
-                        stage_vectors, store_partials, tile_sum, value_column)
+from .attention import (LOG2E, TARGET_BLOCKS, _tile, attend_tile, kv_array, kv_kernel,
+                        merged_value, same_kv_dtype, stage_vectors, store_partials, tile_sum,
+                        value_column, window_softcap)
 
 
 @pyptx.func
@@ -81,19 +84,23 @@ def paged_kv_scatter_kernel(k_pages: f32[:, :, :], v_pages: f32[:, :, :],
         v_pages[prow, r, d] = v[t, h, d]
 
 
-@pyptx.kernel
 def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f32[:, :, :],
                            q: f32[:, :, :], k_pages: f32[:, :, :], v_pages: f32[:, :, :],
                            block_table: i32[:, :], seq_lens: i32[:], chunk: i32,
                            log2_page: i32, scale_log2: f32,
                            DPL: pyptx.constexpr, TILE: pyptx.constexpr,
                            GROUP: pyptx.constexpr, VEC: pyptx.constexpr,
-                           SPLIT: pyptx.constexpr):
+                           SPLIT: pyptx.constexpr, KV16: pyptx.constexpr,
+                           WINDOW: pyptx.constexpr, SOFTCAP: pyptx.constexpr):
     """Block (g, s, b): the GROUP query heads of KV head g of sequence b (one warp each) over
     its tokens [s·chunk, (s+1)·chunk) ∩ [0, seq_lens[b]), in shared-memory tiles of TILE tokens
     whose rows are found through block_table (pools as 3-d views, as paged_kv_scatter_kernel;
     n_kv_heads = grid_dim.x).  SPLIT=False: out[b, head] = the normalised
-    result; SPLIT=True: the split's partials in row b·n_heads + head of part_ml/part_acc."""
+    result; SPLIT=True: the split's partials in row b·n_heads + head of part_ml/part_acc.
+
+    KV16, WINDOW, SOFTCAP as in attention.decode_attention_kernel (float16 pools; the last
+    WINDOW tokens of each sequence, the splits starting at the tile holding its first one; the
+    logit cap); `paged_attention_kernel` is this kernel with all three off."""
     width = DPL * 32
     ks = pyptx.shared.array((TILE, width), f32)
     vs = pyptx.shared.array((TILE, width), f32)
@@ -110,18 +117,27 @@ def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f
     nthreads = GROUP * 32
     head = kvh * GROUP + (tid >> 5)
     pmask = (1 << log2_page) - 1
-    t0 = split * chunk
-    # never past the block table's capacity, whatever seq_lens holds
-    t1 = min(min(seq_lens[b], block_table.shape[1] << log2_page), t0 + chunk)
+    if WINDOW:
+        # never past the block table's capacity, whatever seq_lens holds
+        sl = min(seq_lens[b], block_table.shape[1] << log2_page)
+        lo = max(sl - WINDOW, 0)
+        t0 = (lo & -TILE) + split * chunk
+        t1 = min(sl, t0 + chunk)
+    else:
+        lo = 0
+        t0 = split * chunk
+        # never past the block table's capacity, whatever seq_lens holds
+        t1 = min(min(seq_lens[b], block_table.shape[1] << log2_page), t0 + chunk)
     for e in range(tid, GROUP * width, nthreads):      # zero past head_dim
         h = e // width
         d = e - h * width
         qs[h, d] = q[b, kvh * GROUP + h, d] * scale_log2 if d < hd else 0.0
-    NV = DPL * 8                            # 4-float vectors per shared row
+    VW = 4 + 4 * KV16                       # pool elements per 128-bit load (f32: 4, f16: 8)
+    NV = DPL * 32 // VW                     # vectors per shared row
     RS = nthreads // NV                     # rows staged per step when NV divides the block
     vr = tid // NV
-    vdst = (tid - vr * NV) * 4
-    vsrc = min(vdst, hd - 4)                # see attention.stage_vectors
+    vdst = (tid - vr * NV) * VW
+    vsrc = min(vdst, hd - VW)               # see attention.stage_vectors
     acc = (0.0,) * DPL
     m = NEG_BIG
     l = 0.0
@@ -134,23 +150,24 @@ def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f
                     for it in pyptx.static_range(TILE // RS):
                         r = vr + it * RS
                         stage_vectors(ks, vs, k_pages, v_pages, pg, min(tt + r, t1 - 1) & pmask,
-                                      vsrc, r, vdst)
+                                      vsrc, r, vdst, VW)
                 else:
                     for it in pyptx.static_range(TILE // RS):
                         r = vr + it * RS
                         t = min(tt + r, t1 - 1)
                         pg = page_row(block_table[b, t >> log2_page], n_pages, n_kv, kvh)
-                        stage_vectors(ks, vs, k_pages, v_pages, pg, t & pmask, vsrc, r, vdst)
+                        stage_vectors(ks, vs, k_pages, v_pages, pg, t & pmask, vsrc, r, vdst,
+                                      VW)
             else:
                 for it in pyptx.static_range((TILE * NV + nthreads - 1) // nthreads):
                     e = tid + it * nthreads
                     r = e // NV
-                    c = (e - r * NV) * 4
+                    c = (e - r * NV) * VW
                     t = min(tt + r, t1 - 1)
                     if e < TILE * NV:
                         pg = page_row(block_table[b, t >> log2_page], n_pages, n_kv, kvh)
-                        stage_vectors(ks, vs, k_pages, v_pages, pg, t & pmask, min(c, hd - 4),
-                                      r, c)
+                        stage_vectors(ks, vs, k_pages, v_pages, pg, t & pmask, min(c, hd - VW),
+                                      r, c, VW)
         else:
             for e in range(tid, TILE * width, nthreads):
                 r = e // width
@@ -161,12 +178,13 @@ def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f
                 if t < t1:
                     if c < hd:
                         pg = page_row(block_table[b, t >> log2_page], n_pages, n_kv, kvh)
-                        kx = k_pages[pg, t & pmask, c]
-                        vx = v_pages[pg, t & pmask, c]
+                        kx = f32(k_pages[pg, t & pmask, c])
+                        vx = f32(v_pages[pg, t & pmask, c])
                 ks[r, c] = kx
                 vs[r, c] = vx
         pyptx.syncthreads()
-        m, l, acc = attend_tile(qs, ks, vs, ps, min(TILE, t1 - tt), m, l, acc, DPL, TILE)
+        m, l, acc = attend_tile(qs, ks, vs, ps, min(TILE, t1 - tt), m, l, acc, DPL, TILE,
+                                lo - tt, WINDOW, SOFTCAP)     # lo - tt: used with WINDOW only
     l = tile_sum(l)
     if SPLIT:
         store_partials(part_ml, part_acc, b * q.shape[1] + head, split, m, l, acc, hd, DPL)
@@ -176,6 +194,12 @@ def paged_attention_kernel(out: f32[:, :, :], part_ml: f32[:, :, :], part_acc: f
             d = value_column(lane, c, DPL)
             if d < hd:
                 out[b, head, d] = acc[c] * inv
+
+
+#: the kernel with every option off (float32 pools, no window, no softcap): the launch signature
+#: and code of the kernel before the options existed
+paged_attention_kernel = pyptx.kernel(paged_attention_kernel).specialize(
+    KV16=False, WINDOW=0, SOFTCAP=0.0)
 
 
 @pyptx.kernel
@@ -199,10 +223,11 @@ def _rows(pages):
 
 
 def _pages(fn: str, name: str, pages, *, in_place: bool = False):
+    """A float32 or float16 page pool `[num_pages, n_kv_heads, page_size, head_dim]`."""
     if in_place and isinstance(pages, np.ndarray) and not (
             pages.flags.c_contiguous and pages.flags.writeable):
         raise ValueError(f"{fn}: {name} must be C-contiguous and writeable (updated in place)")
-    pages = V.float32_array(fn, name, pages, (4,))
+    pages = kv_array(fn, name, pages, (4,))
     ps = pages.shape[2]
     if ps == 0 or ps & (ps - 1):
         raise ValueError(f"{fn}: {name}'s page size (axis 2) must be a power of two, got {ps}")
@@ -213,8 +238,9 @@ def _pages(fn: str, name: str, pages, *, in_place: bool = False):
 def paged_kv_scatter(k, v, k_pages, v_pages, slots):
     """k_pages[s // page_size, :, s % page_size] = k[t] (and v) for s = slots[t]: token t's
     `k[t]`, `v[t]` (`[tokens, n_kv_heads, head_dim]` float32) go to slot `slots[t]` of the pools
-    (`[num_pages, n_kv_heads, page_size, head_dim]`, C-contiguous, updated in place): page
-    `s // page_size`, row `s % page_size`.  A slot outside the pools (or a repeated one) is a
+    (`[num_pages, n_kv_heads, page_size, head_dim]`, both float32 or both float16 - then k, v
+    are rounded to nearest -, C-contiguous, updated in place): page `s // page_size`, row
+    `s % page_size`.  A slot outside the pools (or a repeated one) is a
     ValueError (host slots; device-resident slots are not read back).
 
     Returns `(k_pages, v_pages)`, the caller's own objects (a torch tensor stays that tensor).
@@ -223,6 +249,7 @@ def paged_kv_scatter(k, v, k_pages, v_pages, slots):
     fn = "paged_kv_scatter"
     k_pages = _pages(fn, "k_pages", k_pages, in_place=True)
     v_pages = _pages(fn, "v_pages", v_pages, in_place=True)
+    kv16 = same_kv_dtype(fn, k_pages, v_pages, "k_pages", "v_pages")
     V.same_shape(fn, "v_pages", v_pages, k_pages.shape, "k_pages")
     num_pages, n_kv, ps, hd = k_pages.shape
     k = V.float32_array(fn, "k", k, (3,))
@@ -246,28 +273,43 @@ def paged_kv_scatter(k, v, k_pages, v_pages, slots):
         raise ValueError(f"{fn}: slots must be distinct (two tokens written to one slot)")
     n = k.size // 4 if hd % 4 == 0 else k.size
     if n:
-        paged_kv_scatter_kernel[V.ceil_div(n, 256), 256](
+        kern = (kv_kernel(paged_kv_scatter_kernel, ("k_pages", "v_pages")) if kv16
+                else paged_kv_scatter_kernel)
+        kern[V.ceil_div(n, 256), 256](
             _rows(k_pages), _rows(v_pages), k, v, slots, ps.bit_length() - 1)
     return k_pages, v_pages
 
 
 @stdlib_function
-def paged_attention(q, k_pages, v_pages, block_table, seq_lens, scale: float | None = None, *,
-                    out=None):
+def paged_attention(q, k_pages, v_pages, block_table, seq_lens, scale: float | None = None,
+                    max_seq_len: int | None = None, window: int | None = None,
+                    softcap: float | None = None, *, out=None):
     """Decode attention over a paged KV cache, per sequence b and query head h:
     out[b, h] = Σ_t softmax_t(q[b, h]·k_t · scale) v_t over the sequence's seq_lens[b] tokens,
     token t in page block_table[b, t // page_size], row t % page_size, KV head
     h // (n_heads / n_kv_heads).
 
-    `q` `[batch, n_heads, head_dim]`; pages `[num_pages, n_kv_heads, page_size, head_dim]`
-    (page_size a power of two); `block_table` int32 `[batch, max_pages]`; `seq_lens` int32
-    `[batch]`, each ≤ max_pages·page_size (0 gives zeros).  `scale` defaults to
-    1/sqrt(head_dim).  Returns float32 `[batch, n_heads, head_dim]` (or fills `out`).
+    `q` float32 `[batch, n_heads, head_dim]`; pages `[num_pages, n_kv_heads, page_size,
+    head_dim]` (page_size a power of two), both float32 or both float16 (read as halves, 8 per
+    128-bit load when head_dim % 8 == 0; the math is f32); `block_table` int32 `[batch,
+    max_pages]`; `seq_lens` int32 `[batch]`, each ≤ max_pages·page_size (0 gives zeros).
+    `scale` defaults to 1/sqrt(head_dim).  `window` (sliding window, Mistral): only each
+    sequence's last `window` tokens; `softcap` (Gemma 2): each logit x = q·k·scale becomes
+    softcap·tanh(x / softcap) (each distinct value compiles its own kernel instance).
+
+    The split-K work is sized by the longest sequence: max(seq_lens) when seq_lens is a host
+    array; for device-resident seq_lens (never read back) by `max_seq_len`, a host int the
+    caller guarantees every seq_lens[b] is at most (tokens past it are not attended), default
+    the block table's capacity max_pages·page_size (one launch geometry for every step of a
+    decode, e.g. a captured graph replayed while seq_lens grows).  Returns float32 `[batch,
+    n_heads, head_dim]` (or fills `out`).
     """
     fn = "paged_attention"
     k_pages = _pages(fn, "k_pages", k_pages)
     v_pages = _pages(fn, "v_pages", v_pages)
+    kv16 = same_kv_dtype(fn, k_pages, v_pages, "k_pages", "v_pages")
     V.same_shape(fn, "v_pages", v_pages, k_pages.shape, "k_pages")
+    window, softcap = window_softcap(fn, window, softcap)
     num_pages, n_kv, ps, hd = k_pages.shape
     q = V.float32_array(fn, "q", q, (3,))
     batch, n_heads = q.shape[:2]
@@ -286,6 +328,15 @@ def paged_attention(q, k_pages, v_pages, block_table, seq_lens, scale: float | N
     max_pages = block_table.shape[1]
     if not (V.is_device(seq_lens) or V.is_device(block_table)):
         _check_table(fn, block_table, seq_lens, num_pages, ps)
+    cap = max_pages * ps
+    if max_seq_len is not None:
+        max_seq_len = V.int_scalar(fn, "max_seq_len", max_seq_len, 0, cap)
+    if V.is_device(seq_lens):
+        longest = cap if max_seq_len is None else max_seq_len
+    else:
+        longest = int(min(seq_lens.max(initial=0), cap))      # seq_lens past cap: checked
+        if max_seq_len is not None and longest > max_seq_len:
+            raise ValueError(f"{fn}: seq_lens holds {longest} > max_seq_len = {max_seq_len}")
     scale = 1.0 / math.sqrt(hd) if scale is None else V.float_scalar(fn, "scale", scale)
     out = result(fn, out, (batch, n_heads, hd), np.float32, q)
     if batch * n_heads * hd == 0:
@@ -296,14 +347,21 @@ def paged_attention(q, k_pages, v_pages, block_table, seq_lens, scale: float | N
     if tile is None:
         raise ValueError(f"{fn}: {group} query heads per KV head with head_dim {hd} do not fit "
                          f"the kernel's shared memory (at most 32 heads per group)")
-    splits, chunk = _split_plan(max_pages * ps, batch * n_kv, max(tile, ps))
+    # tokens a split covers: [0, longest), or with a window at most its tokens from the tile
+    # holding the first (the kernel's t0 is rounded down to a tile)
+    span = min(longest, window + tile - 1) if window else longest
+    splits, chunk = _split_plan(span, batch * n_kv, max(tile, ps))
     part_ml = V.empty((batch * n_heads, splits, 2) if splits > 1 else (1, 1, 2), np.float32, q)
     part_acc = V.empty((batch * n_heads, splits, hd) if splits > 1 else (1, 1, 1), np.float32,
                        q)
-    paged_attention_kernel[(n_kv, splits, batch), 32 * group](
+    kern = paged_attention_kernel
+    if kv16 or window or softcap:
+        kern = kv_kernel(kern, ("k_pages", "v_pages") if kv16 else (), KV16=kv16,
+                         WINDOW=window, SOFTCAP=softcap)
+    kern[(n_kv, splits, batch), 32 * group](
         out, part_ml, part_acc, q, _rows(k_pages), _rows(v_pages), block_table, seq_lens, chunk,
-        ps.bit_length() - 1, np.float32(scale * LOG2E), dpl, tile, group, hd % 4 == 0,
-        splits > 1)
+        ps.bit_length() - 1, np.float32(scale * LOG2E), dpl, tile, group,
+        hd % (8 if kv16 else 4) == 0, splits > 1)
     if splits > 1:
         paged_merge_kernel[V.ceil_div(batch * n_heads * hd, 128), 128](out, part_ml, part_acc)
     return out
