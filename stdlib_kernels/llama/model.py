@@ -12,9 +12,8 @@ positions past..past+n-1, one `paged_kv_scatter` of the n tokens' K/V, then caus
 `flash_attention` of the n queries against the past+n cached keys (the mask aligned to the end),
 the output projection, SwiGLU MLP, residual adds, final norm and the output matmul.
 `flash_attention` wants head-major contiguous `[heads, seq, d]` arrays while the matmuls produce
-token-major rows and the cache is paged; with no transpose or gather kernel in the library the
-row permutations are done by `paged_kv_scatter` itself into a pool with one head per page row
-(`_permute`): the cache's pages → head-major K/V, q → head-major, attention output → token-major.
+token-major rows and the cache is paged (f16 or f32): two small kernels (`kernels.py`) gather the
+cache's pages into head-major float32 K/V and swap q to head-major and the attention output back.
 
 Decode (`step(token)`): the launches of one token (the same operations with m = 1: dp4a GEMVs,
 fused Q4_K gate/up+SwiGLU, `paged_attention` over the block table) captured once in a
@@ -29,13 +28,13 @@ import pyptx
 import stdlib_kernels as sk
 from stdlib_kernels import _validate as V
 
+from .kernels import gather_heads, swap01
 from .loader import GGUFModel, read_gguf
 
 #: quantised GGUF types → fused matmul
 _QMATMUL = {"Q4_K": sk.q4k_matmul, "Q6_K": sk.q6k_matmul, "Q8_0": sk.q8_0_matmul}
-#: rows per page of the permutation pools (`_permute`)
-_PERM_PAGE = 16
 KV_DTYPES = ("f32", "f16")
+_KV_NP = {"f32": np.float32, "f16": np.float16}
 
 
 class _Linear:
@@ -68,8 +67,6 @@ class Llama:
         self.hparams, self.metadata, self.path = h, gguf.metadata, gguf.path
         if kv_dtype not in KV_DTYPES:
             raise ValueError(f"Llama: kv_dtype must be one of {KV_DTYPES}, got {kv_dtype!r}")
-        if kv_dtype == "f16":
-            self._no_f16()
         if max_seq is None:
             max_seq = h.context_length
         max_seq = V.int_scalar("Llama", "max_seq", max_seq, 1, 2**31 - 1)
@@ -100,8 +97,9 @@ class Llama:
         # the KV cache: pages 0.. in order for the one sequence
         self.n_pages = V.ceil_div(max_seq, page_size)
         pool = (self.n_pages, h.n_kv_heads, page_size, h.head_dim)
-        self.k_pages = [pyptx.to_device(np.zeros(pool, np.float32)) for _ in range(h.n_layers)]
-        self.v_pages = [pyptx.to_device(np.zeros(pool, np.float32)) for _ in range(h.n_layers)]
+        kv = _KV_NP[kv_dtype]
+        self.k_pages = [pyptx.to_device(np.zeros(pool, kv)) for _ in range(h.n_layers)]
+        self.v_pages = [pyptx.to_device(np.zeros(pool, kv)) for _ in range(h.n_layers)]
         self._table = pyptx.to_device(np.arange(self.n_pages, dtype=np.int32)[None, :])
         # decode inputs the graph reads
         self._x = pyptx.to_device(np.zeros((1, h.dim), np.float32))
@@ -116,13 +114,11 @@ class Llama:
     def from_gguf(cls, path, max_seq: int | None = None, kv_dtype: str = "f16",
                   page_size: int = 16, device=None) -> "Llama":
         """Read a llama GGUF file (loader docstring) and upload it.  `max_seq` (default the
-        file's context_length) sizes the KV cache; `kv_dtype` "f32" (a "f16" cache is not
-        implemented yet); `device` an index or pyptx device the model lives on (default the
-        current one)."""
+        file's context_length) sizes the KV cache; `kv_dtype` "f16" (llama.cpp's and vLLM's
+        default: half the bytes on the bandwidth-bound decode path) or "f32"; `device` an index
+        or pyptx device the model lives on (default the current one)."""
         if kv_dtype not in KV_DTYPES:
             raise ValueError(f"Llama: kv_dtype must be one of {KV_DTYPES}, got {kv_dtype!r}")
-        if kv_dtype == "f16":                        # before reading a large file
-            cls._no_f16()
         gguf = read_gguf(path)
         if device is None:
             return cls(gguf, max_seq, kv_dtype, page_size)
@@ -130,12 +126,6 @@ class Llama:
             m = cls(gguf, max_seq, kv_dtype, page_size)
         m._device = device
         return m
-
-    @staticmethod
-    def _no_f16():
-        raise sk.NotYetImplementedError(
-            "Llama: a float16 KV cache needs float16 paged kernels, which stdlib_kernels does "
-            "not have yet; pass kv_dtype=\"f32\"")
 
     # -- helpers -----------------------------------------------------------------------------
     def _tokens(self, tokens, what="tokens") -> np.ndarray:
@@ -192,20 +182,17 @@ class Llama:
         x = pyptx.to_device(self.embed(ids))
         pos = pyptx.to_device(np.arange(past, L, dtype=np.int32))
         slots = pos                                  # block table arange: slot = position
-        perm = self._perms(n, past)
         for i, lw in enumerate(self.layers):
             y = sk.rmsnorm(x, lw["attn_norm"], h.eps)
             q = sk.rope(lw["attn_q"](y).reshape(n, H, d), pos, h.rope_theta, "gptj")
             k = sk.rope(lw["attn_k"](y).reshape(n, KV, d), pos, h.rope_theta, "gptj")
             v = lw["attn_v"](y).reshape(n, KV, d)
             sk.paged_kv_scatter(k, v, self.k_pages[i], self.v_pages[i], slots)
-            # K/V of pages 0..U-1 → head-major [KV, L, d]
-            U = V.ceil_div(L, self.page_size)
-            kh, vh = _permute(self.k_pages[i][:U], self.v_pages[i][:U], perm["kv"], KV * L, d)
-            qh, _ = _permute(q, None, perm["q"], H * n, d)
-            o = sk.flash_attention(qh.reshape(H, n, d), kh.reshape(KV, L, d),
-                                   vh.reshape(KV, L, d), causal=True)
-            a, _ = _permute(o, None, perm["o"], n * H, d)
+            # the cached L tokens head-major [KV, L, d] (f32), q head-major [H, n, d]
+            kh = gather_heads(self.k_pages[i], L)
+            vh = gather_heads(self.v_pages[i], L)
+            o = sk.flash_attention(swap01(q), kh, vh, causal=True)
+            a = swap01(o)                            # [n, H, d]
             x = sk.add(x, lw["attn_output"](a.reshape(n, H * d)))
             y = sk.rmsnorm(x, lw["ffn_norm"], h.eps)
             x = sk.add(x, lw["ffn_down"](self._mlp(lw, y, n)))
@@ -217,28 +204,6 @@ class Llama:
         if g.kind == u.kind == "Q4_K" and m <= 8:   # the fused GEMV (decode)
             return sk.q4k_gate_up_swiglu(y, g.data, u.data, g.n)
         return sk.swiglu(g(y), u(y))
-
-    def _perms(self, n: int, past: int) -> dict:
-        """The slot lists of the three permutations of a prefill (see `_permute`)."""
-        h = self.hparams
-        H, KV, ps = h.n_heads, h.n_kv_heads, self.page_size
-        L = past + n
-        U = V.ceil_div(L, ps)
-        # source row (page p, head g, row r) of the pools → g·L + t for token t = p·ps + r < L,
-        # rows of tokens ≥ L to the tail [KV·L, ...) in order
-        p, g, r = np.meshgrid(np.arange(U), np.arange(KV), np.arange(ps), indexing="ij")
-        t = (p * ps + r).reshape(-1)
-        g = g.reshape(-1)
-        kv = np.where(t < L, g * L + t, 0)
-        tail = t >= L
-        kv[tail] = KV * L + np.arange(int(tail.sum()))
-        # q rows (token i, head h) → h·n + i; attention rows (head h, token i) → i·H + h
-        i, hh = np.meshgrid(np.arange(n), np.arange(H), indexing="ij")
-        q = (hh * n + i).reshape(-1)
-        i2, hh2 = np.meshgrid(np.arange(n), np.arange(H), indexing="xy")  # rows (h, i)
-        o = (i2 * H + hh2).reshape(-1)
-        return {k: pyptx.to_device(s.astype(np.int32)) for k, s in
-                (("kv", kv), ("q", q), ("o", o))}
 
     # -- decode ------------------------------------------------------------------------------
     def step(self, token) -> np.ndarray:
@@ -325,18 +290,3 @@ def _pick(logits: np.ndarray, temperature: float, rng) -> int:
     z = logits.astype(np.float64) / temperature
     p = np.exp(z - z.max())
     return int(rng.choice(p.size, p=p / p.sum()))
-
-
-def _permute(k, v, slots, rows: int, d: int):
-    """Row permutation by `paged_kv_scatter`: the rows (last axis d) of `k` (and `v`) are
-    written to rows `slots[r]` of pools with one head and `_PERM_PAGE` rows per page; returns
-    the first `rows` rows of the result pools as flat `[rows, d]` views (None for no `v`)."""
-    src_k = k.reshape(-1, 1, d)
-    total = src_k.shape[0]
-    pages = V.ceil_div(total, _PERM_PAGE)
-    dk = V.empty((pages, 1, _PERM_PAGE, d), np.float32, src_k)
-    dv = V.empty((pages, 1, _PERM_PAGE, d), np.float32, src_k)
-    src_v = src_k if v is None else v.reshape(-1, 1, d)
-    sk.paged_kv_scatter(src_k, src_v, dk, dv, slots)
-    flat = (dk.reshape(-1, d)[:rows], dv.reshape(-1, d)[:rows])
-    return flat[0], (None if v is None else flat[1])
