@@ -39,8 +39,8 @@ def static_items(cx, node, value) -> list:
     if _is_tuple(value):
         return list(value)
     if isinstance(value, ArrayView):
-        raise cx.err("a kernel cannot iterate over an array directly; loop over its indices: "
-                     "for i in range(len(a)): v = a[i]", node)
+        raise cx.err("a kernel cannot iterate over an array directly; loop over its indices, "
+                     "write for i in range(len(a)): v = a[i]", node)
     raise cx.err(f"kernels loop with 'for i in range(...)', 'for i in pyptx.range(..., "
                  f"unroll=N)', 'for i in pyptx.static_range(N)' or over a tuple "
                  f"('for d in (16, 8, 4)', enumerate/zip of tuples); this iterable is "
