@@ -132,11 +132,15 @@ def _value_key(v, attrs: tuple, seen: dict, depth: int):
             if w is not _MISSING:
                 found.append((a, _value_key(w, attrs, seen, depth + 1)))
         return ("module", v.__name__, tuple(found))
+    if isinstance(v, Kernel):              # a @cuda.jit kernel may be called (inlined)
+        f = v.py_func
+        ann = getattr(f, "__annotations__", None) or {}
+        return ("kernel", v.name, v.callable_from_kernels,
+                tuple((k, _value_key(a, attrs, seen, depth + 1)) for k, a in ann.items()),
+                _function_key(f, seen, depth + 1))
     if isinstance(v, (T.ScalarType, T.ArrayType)) or v is T.constexpr or \
             _is_pyptx(t.__module__):
         return ("pyptx", t.__qualname__, repr(v))
-    if isinstance(v, Kernel):
-        return ("kernel", v.name)
     if isinstance(v, (type, pytypes.FunctionType, pytypes.BuiltinFunctionType)):
         return ("callable", getattr(v, "__module__", None), getattr(v, "__qualname__", None))
     return ("object", t.__module__, t.__qualname__)

@@ -170,7 +170,7 @@ def check_arch(arch: str) -> str:
 
 # ---- the disk cache ----------------------------------------------------------------------------
 
-def _disk_key(k: Kernel, types, constexprs, arch, opt_level, fma) -> str | None:
+def _disk_key(k: Kernel, types, constexprs, arch, opt_level, fma, fastmath=False) -> str | None:
     """The disk key, or None when the kernel's dependencies cannot be read (then nothing is
     cached: the compile itself reports what is wrong)."""
     from .cachekey import dependencies, render
@@ -180,7 +180,7 @@ def _disk_key(k: Kernel, types, constexprs, arch, opt_level, fma) -> str | None:
         return None
     if text is None:
         return None
-    return diskcache.key((k.name, arch, str(opt_level), str(fma),
+    return diskcache.key((k.name, arch, str(opt_level), str(fma), f"fastmath={fastmath}",
                           repr(sorted((n, repr(t)) for n, t in types.items())),
                           repr(sorted((n, type(v).__name__, repr(v))
                                       for n, v in constexprs.items())),
@@ -205,7 +205,7 @@ def _content(ck: CompiledKernel) -> dict:
 # ---- compile -----------------------------------------------------------------------------------
 
 def compile_uncached(py_func, types: dict, constexprs: dict, arch: str, opt_level: int,
-                     fma: bool, name: str) -> CompiledKernel:
+                     fma: bool, name: str, fastmath: bool = False) -> CompiledKernel:
     """The pipeline itself: frontend → passes → PTX.  No caches.
 
     The cyclic garbage collector is paused for the duration: a compile allocates tens of
@@ -214,20 +214,23 @@ def compile_uncached(py_func, types: dict, constexprs: dict, arch: str, opt_leve
     that was 3-10 % of a compile.  The garbage it leaves is collected
     after it as usual."""
     if not gc.isenabled():
-        return _compile_uncached(py_func, types, constexprs, arch, opt_level, fma, name)
+        return _compile_uncached(py_func, types, constexprs, arch, opt_level, fma, name,
+                                 fastmath)
     gc.disable()
     try:
-        return _compile_uncached(py_func, types, constexprs, arch, opt_level, fma, name)
+        return _compile_uncached(py_func, types, constexprs, arch, opt_level, fma, name,
+                                 fastmath)
     finally:
         gc.enable()
 
 
-def _compile_uncached(py_func, types, constexprs, arch, opt_level, fma, name) -> CompiledKernel:
+def _compile_uncached(py_func, types, constexprs, arch, opt_level, fma, name,
+                      fastmath=False) -> CompiledKernel:
     from .frontend import lower_kernel
     from .passes import run_pipeline
     from .ptx import emit
     try:
-        fn = lower_kernel(py_func, types, constexprs, name=name)
+        fn = lower_kernel(py_func, types, constexprs, name=name, fastmath=fastmath)
     except (PyptxError, RecursionError):
         raise
     except Exception as e:  # noqa: BLE001 - only CompileError escapes for bad code
@@ -272,7 +275,7 @@ def _split_constexprs(types: dict, given: dict, py_func) -> dict:
     return out
 
 
-def _check_options(opt_level, fma, constexprs, signature, py_func) -> None:
+def _check_options(opt_level, fma, constexprs, signature, py_func, fastmath=False) -> None:
     """Bad `compile`/decorator options are CompileErrors too (nothing else escapes)."""
     if isinstance(opt_level, bool) or opt_level not in (0, 1, 2):
         raise CompileError(f"opt_level must be 0, 1 or 2, got {shown(opt_level)}; pass e.g. "
@@ -280,6 +283,9 @@ def _check_options(opt_level, fma, constexprs, signature, py_func) -> None:
     if not isinstance(fma, (bool, np.bool_)):
         raise CompileError(f"fma must be True or False, got {shown(fma)}; pass fma=True or "
                            f"fma=False", **_where(py_func))
+    if not isinstance(fastmath, (bool, np.bool_)):
+        raise CompileError(f"fastmath must be True or False, got {shown(fastmath)}; pass "
+                           f"fastmath=True or fastmath=False", **_where(py_func))
     if constexprs is not None and not hasattr(constexprs, "items"):
         raise CompileError(f"constexprs must be a dict {{name: value}}, got "
                            f"{type(constexprs).__name__}; pass e.g. constexprs={{'BLOCK': 128}}",
@@ -292,7 +298,7 @@ def _check_options(opt_level, fma, constexprs, signature, py_func) -> None:
 
 
 def compile_kernel(k: Kernel, *, arch=None, constexprs=None, signature=None, opt_level=None,
-                   fma=None, arg_types: dict | None = None) -> CompiledKernel:
+                   fma=None, arg_types: dict | None = None, fastmath=None) -> CompiledKernel:
     """Compile a Kernel for given options, through its in-memory cache and the disk cache."""
     if arch is not None and not isinstance(arch, str):
         raise CompileError(f"arch must be a string like 'sm_80', got {shown(arch)}; pass "
@@ -301,12 +307,13 @@ def compile_kernel(k: Kernel, *, arch=None, constexprs=None, signature=None, opt
     arch = check_arch(arch or default_arch())
     opt_level = k.opt_level if opt_level is None else opt_level
     fma = k.fma if fma is None else fma
-    _check_options(opt_level, fma, constexprs, signature, k.py_func)
-    opt_level, fma = int(opt_level), bool(fma)
+    fastmath = getattr(k, "fastmath", False) if fastmath is None else fastmath
+    _check_options(opt_level, fma, constexprs, signature, k.py_func, fastmath)
+    opt_level, fma, fastmath = int(opt_level), bool(fma), bool(fastmath)
     types = resolve_param_types(k.py_func, signature if signature is not None else k.signature,
                                 arg_types)
     cx = _split_constexprs(types, {**k.constexprs, **(constexprs or {})}, k.py_func)
-    mkey = (arch, opt_level, fma, tuple((n, repr(t)) for n, t in types.items()),
+    mkey = (arch, opt_level, fma, fastmath, tuple((n, repr(t)) for n, t in types.items()),
             tuple(sorted((n, type(v).__name__, repr(v)) for n, v in cx.items())))
     hit = k._cache.get(mkey)
     if hit is not None:
@@ -315,7 +322,7 @@ def compile_kernel(k: Kernel, *, arch=None, constexprs=None, signature=None, opt
     path = key = None
     ck = None
     if cdir:
-        key = _disk_key(k, types, cx, arch, opt_level, fma)
+        key = _disk_key(k, types, cx, arch, opt_level, fma, fastmath)
     if key is not None:
         path = diskcache.path_of(cdir, key)
         content = diskcache.load(path, key)
@@ -326,7 +333,7 @@ def compile_kernel(k: Kernel, *, arch=None, constexprs=None, signature=None, opt
                 ck = None
     if ck is None:
         try:
-            ck = compile_uncached(k.py_func, types, cx, arch, opt_level, fma, k.name)
+            ck = compile_uncached(k.py_func, types, cx, arch, opt_level, fma, k.name, fastmath)
         except PyptxError:
             raise
         except RecursionError:
@@ -338,16 +345,19 @@ def compile_kernel(k: Kernel, *, arch=None, constexprs=None, signature=None, opt
     return ck
 
 
-def compile(fn, *, arch=None, constexprs=None, signature=None, opt_level=2, fma=True) -> CompiledKernel:  # noqa: A001
+def compile(fn, *, arch=None, constexprs=None, signature=None, opt_level=2, fma=True,  # noqa: A001
+            fastmath=None) -> CompiledKernel:
     """Compile a `@pyptx.kernel` (or a plain function, compiled as a kernel) to PTX.
 
     `opt_level` and `fma` given here override the kernel's decorator defaults only
-    when the caller passes them explicitly through a Kernel created here.
+    when the caller passes them explicitly through a Kernel created here.  `fastmath`
+    (default: the kernel's own, False for a plain function) approximates f32 division,
+    square root, exp/exp2/log/log2/sin/cos as Numba's `fastmath=True` does.
     """
     if isinstance(fn, Kernel):
         return compile_kernel(fn, arch=arch, constexprs=constexprs, signature=signature,
                               opt_level=opt_level if opt_level != 2 else None,
-                              fma=fma if fma is not True else None)
+                              fma=fma if fma is not True else None, fastmath=fastmath)
     if isinstance(fn, DeviceFunction):
         raise CompileError(f"{fn.name} is a @pyptx.func (a device function); compile a "
                            f"@pyptx.kernel that calls it", **_where(fn.py_func))
@@ -355,5 +365,6 @@ def compile(fn, *, arch=None, constexprs=None, signature=None, opt_level=2, fma=
         raise CompileError(f"pyptx.compile expects a @pyptx.kernel or a Python function, got "
                            f"{type(fn).__name__}; pass the decorated kernel, e.g. "
                            f"pyptx.compile(my_kernel)")
-    return compile_kernel(Kernel(fn, fma=fma, opt_level=opt_level), arch=arch,
+    return compile_kernel(Kernel(fn, fma=fma, opt_level=opt_level,
+                                 fastmath=False if fastmath is None else fastmath), arch=arch,
                           constexprs=constexprs, signature=signature)

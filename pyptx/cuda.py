@@ -210,13 +210,17 @@ class CudaKernel(Kernel):
     """A Kernel launched Numba's way too: `k[grid, block]`, `k[grid, block, stream]`,
     `k[grid, block, stream, shared_mem]`, `k.forall(n)(*args)`.  Given several signatures
     (`cuda.jit(["void(int64[:])", "void(float64[:])"])`) it holds one kernel per signature and
-    each launch picks the one its arguments match (as Numba's dispatcher does)."""
+    each launch picks the one its arguments match (as Numba's dispatcher does).  Called from
+    another kernel it is a device function, inlined (as Numba compiles a `@cuda.jit` function
+    called from a kernel)."""
+
+    callable_from_kernels = True
 
     def __init__(self, py_func, *, overloads=(), fastmath=False, **kw):
-        super().__init__(py_func, **kw)
-        self.fastmath = fastmath
+        super().__init__(py_func, fastmath=fastmath, **kw)
         #: [(argument types, Kernel)] of a multi-signature cuda.jit, else empty
-        self.overloads = [(args, Kernel(py_func, signature=args, name=self._name))
+        self.overloads = [(args, Kernel(py_func, signature=args, name=self._name,
+                                        fastmath=fastmath))
                           for args in overloads]
 
     @property
@@ -364,8 +368,9 @@ def jit(fn_or_sig=None, device: bool = False, **options):
     `@cuda.jit(void(float32[:]))`, `@cuda.jit(["void(int64[:])", "void(float64[:])"])` (one
     kernel per signature, picked by the arguments at launch), `@cuda.jit(device=True)`.
 
-    Accepted options: `fastmath` (accepted; pyptx keeps IEEE division, square root and
-    exponentials and contracts a*b+c to fma as it always does: see docs/coming-from-numba.md),
+    Accepted options: `fastmath` (f32 `/` is `div.full.f32`, `math.sqrt` `sqrt.approx.f32`,
+    `math.exp/exp2/log/log2/sin/cos` the `ex2/lg2/sin/cos.approx.f32` forms, as Numba's
+    fastmath gives; a*b+c contracts to fma either way: see docs/coming-from-numba.md),
     `opt`/`debug`/`lineinfo`/`cache`/`inline`/`max_registers`/`link`/`boundscheck` (ignored:
     pyptx always inlines device functions, keeps line information and caches in memory).
     Anything else is a TypeError naming it."""

@@ -61,11 +61,25 @@ class DeviceFunction:
 class Kernel:
     """A `@pyptx.kernel`.  `k[grid, block](*args, stream=None, shared_mem=0)` launches it."""
 
+    #: whether a kernel may call this one as a device function (inlined): Numba's rule for
+    #: `@cuda.jit` functions (pyptx/cuda.py sets it); a `@pyptx.kernel` is only launched, the
+    #: shared code being a `@pyptx.func` (docs/decisions.md)
+    callable_from_kernels = False
+
+    def as_device_function(self) -> "DeviceFunction":
+        """This kernel's function as a device function, for a call from another kernel."""
+        df = self.__dict__.get("_as_device")
+        if df is None:
+            df = self.__dict__["_as_device"] = DeviceFunction(self.py_func)
+        return df
+
     def __init__(self, py_func, *, fma: bool = True, opt_level: int = 2,
-                 constexprs: dict | None = None, signature=None, name: str | None = None):
+                 constexprs: dict | None = None, signature=None, name: str | None = None,
+                 fastmath: bool = False):
         self.py_func = py_func
         self._name = name or py_func.__name__
         self.fma = fma
+        self.fastmath = fastmath        # approximate f32 '/', sqrt, exp, log, sin, cos
         self.opt_level = opt_level
         self.constexprs = dict(constexprs or {})
         self.signature = signature
@@ -86,7 +100,7 @@ class Kernel:
         """A new Kernel with some constexpr parameters fixed: `k.specialize(BLOCK=128)`."""
         merged = {**self.constexprs, **constexprs}
         return Kernel(self.py_func, fma=self.fma, opt_level=self.opt_level, constexprs=merged,
-                      signature=self.signature, name=self.name)
+                      signature=self.signature, name=self.name, fastmath=self.fastmath)
 
     def __getitem__(self, config) -> "_LaunchConfig":
         if not isinstance(config, tuple) or len(config) != 2:
@@ -139,11 +153,15 @@ def _load_launch():
     return launch
 
 
-def kernel(fn=None, *, fma: bool = True, opt_level: int = 2, signature=None):
-    """Decorator: `@pyptx.kernel` or `@pyptx.kernel(fma=False, opt_level=1)`."""
+def kernel(fn=None, *, fma: bool = True, opt_level: int = 2, signature=None,
+           fastmath: bool = False):
+    """Decorator: `@pyptx.kernel` or `@pyptx.kernel(fma=False, opt_level=1)`;
+    `fastmath=True` trades IEEE f32 division, square root and exp/log/sin/cos for the PTX
+    approximations (docs/language.md, "fastmath")."""
     if fn is None:
-        return lambda f: Kernel(f, fma=fma, opt_level=opt_level, signature=signature)
-    return Kernel(fn, fma=fma, opt_level=opt_level, signature=signature)
+        return lambda f: Kernel(f, fma=fma, opt_level=opt_level, signature=signature,
+                                fastmath=fastmath)
+    return Kernel(fn, fma=fma, opt_level=opt_level, signature=signature, fastmath=fastmath)
 
 
 def func(fn=None, *, inline: bool = True):

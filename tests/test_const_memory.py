@@ -116,14 +116,15 @@ SCALAR = 3.0
     ("t = pyptx.const_array(BIG)", "64 KiB"),
     ("t = pyptx.const_array(SCALAR)", "numpy array"),
     ("t = pyptx.const_array(out)", "numpy array"),
-    ("y = TAPS[0]", "const_array"),
+    ("y = CPLX[0]", "convert it"),          # a module array is const memory: of a pyptx dtype
 ])
 def test_const_array_errors(body, phrase):
     import linecache
     src = "def k(out: f32[:]):\n" + "".join(f"    {ln}\n" for ln in body.splitlines())
     fname = f"<const-{abs(hash(body))}>"
     linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
-    ns = {"f32": f32, "pyptx": pyptx, "TAPS": TAPS, "BIG": BIG, "SCALAR": SCALAR}
+    ns = {"f32": f32, "pyptx": pyptx, "TAPS": TAPS, "BIG": BIG, "SCALAR": SCALAR,
+          "CPLX": np.zeros(3, np.complex128)}
     exec(compile(src, fname, "exec"), ns)
     with pytest.raises(pyptx.CompileError, match=phrase) as ei:
         pyptx.compile(pyptx.kernel(ns["k"]))

@@ -130,10 +130,6 @@ def test_fastmath_is_accepted(cpu_device):
     assert k.fastmath
 
 
-@pytest.mark.xfail(reason="needs the compiler (frontend/passes): an approximate-math option that "
-                          "lowers f32 '/', sqrt and exp to div.approx / sqrt.approx / ex2.approx "
-                          "as Numba's fastmath does; cuda.jit(fastmath=True) is accepted and "
-                          "compiles IEEE-accurate code today", strict=True)
 def test_fastmath_emits_approximate_instructions():
     import math
 

@@ -128,12 +128,13 @@ def test_distribution_name_is_not_pyptx():
 def test_compile_signature_and_defaults():
     sig = inspect.signature(pyptx.compile)
     ps = sig.parameters
-    assert list(ps) == ["fn", "arch", "constexprs", "signature", "opt_level", "fma"]
+    names = ("arch", "constexprs", "signature", "opt_level", "fma", "fastmath")
+    assert list(ps) == ["fn", *names]
     assert ps["fn"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
-    for n in ("arch", "constexprs", "signature", "opt_level", "fma"):
+    for n in names:
         assert ps[n].kind is inspect.Parameter.KEYWORD_ONLY
-    assert [ps[n].default for n in ("arch", "constexprs", "signature", "opt_level", "fma")] == \
-        [None, None, None, 2, True]
+    # fastmath=None: the kernel's own choice (False unless @pyptx.kernel/cuda.jit(fastmath=True))
+    assert [ps[n].default for n in names] == [None, None, None, 2, True, None]
 
 
 def test_kernel_and_func_objects(mod):

@@ -153,6 +153,9 @@ def binop(cx, op: str, a, b):
         return _bool_binop(cx, op, a, b)
     x, y = convert(cx, a, t), convert(cx, b, t)
     if op in ("add", "sub", "mul", "truediv"):
+        if op == "truediv" and cx.fastmath:
+            from .fastmath import div_attrs
+            return emit(cx, "div", [x, y], t, weak, **div_attrs(cx, t))
         return emit(cx, {"truediv": "div"}.get(op, op), [x, y], t, weak)
     if op in ("and", "or", "xor", "lshift", "rshift"):
         if t.is_float:

@@ -41,7 +41,8 @@ def lower_call(cx, node):
     if isinstance(callee, Intrinsic) and callee.intrinsic == "static_range":
         raise cx.err("static_range() can only be used as 'for i in pyptx.static_range(N)'")
     if callee is builtins.range:
-        raise cx.err("range() can only be used as 'for i in range(...)'")
+        raise cx.err("range() can only be used as 'for i in range(...)' (or in "
+                     "'for k, i in enumerate(range(...))')")
     if isinstance(callee, Intrinsic) and callee.intrinsic == "range":
         raise cx.err("pyptx.range() can only be used as 'for i in pyptx.range(...)'")
     if callee is builtins.print:
@@ -52,6 +53,10 @@ def lower_call(cx, node):
     cx.set_loc(node)
     if isinstance(callee, Intrinsic):
         return REGISTRY[callee.intrinsic](cx, args, kwargs)
+    if callee is builtins.zip or callee is builtins.enumerate:
+        from . import iterables
+        return (iterables.builtin_zip if callee is builtins.zip
+                else iterables.builtin_enumerate)(cx, args, kwargs)
     if callee is T.c64 or callee is builtins.complex:
         from .complex64 import make
         if kwargs or not 1 <= len(args) <= 2:
@@ -69,8 +74,10 @@ def lower_call(cx, node):
     if isinstance(callee, DeviceFunction):
         return inline(cx, callee, args, kwargs)
     if isinstance(callee, Kernel):
-        raise cx.err(f"'{callee.name}' is a @pyptx.kernel and cannot be called from a kernel; "
-                     f"make the shared code a @pyptx.func")
+        if not callee.callable_from_kernels:
+            raise cx.err(f"'{callee.name}' is a @pyptx.kernel and cannot be called from a "
+                         f"kernel; make the shared code a @pyptx.func")
+        return inline(cx, callee.as_device_function(), args, kwargs)
     if getattr(callee, "__module__", None) == "math" and \
             isinstance(callee, pytypes.BuiltinFunctionType):
         return _stdlib_math(cx, callee, args, kwargs, REGISTRY)

@@ -8,6 +8,11 @@ constant a kernel reads (the disk cache key holds its bytes, pyptx/cachekey.py).
 kernel it is a read-only array (`ld.const`) with its compile-time shape: indexable, sliceable,
 passable to device functions; storing into it is a CompileError.  The same data used twice is
 one `.const` array; 64 KiB in all per kernel (the size of CUDA's constant bank).
+
+A numpy array a kernel merely names (`out[i] = TAB[i]` with `TAB` a module global or closure
+variable) is the same thing without the call: Numba freezes such globals into the kernel as
+constants, so pyptx does too (`module_array`, from `Lowerer.compile_time`).  `const_array` of
+such an already-converted array returns it unchanged.
 """
 from __future__ import annotations
 
@@ -23,7 +28,24 @@ from .values import ArrayView
 LIMIT_BYTES = 64 * 1024
 
 
+def module_array(cx, table: np.ndarray, name: str) -> ArrayView:
+    """A numpy array named in a kernel, read as a constant-memory array (Numba's reading)."""
+    try:
+        T.from_dtype(table.dtype)
+    except (KeyError, TypeError):
+        raise cx.err(f"'{name}' is a numpy array of {table.dtype}, which kernels cannot read; "
+                     f"convert it at module level (e.g. {name} = {name}.astype(np.float32)) "
+                     f"or pass it as an array parameter") from None
+    if not 1 <= table.ndim <= 3 or table.size == 0:
+        raise cx.err(f"'{name}' is a numpy array of shape {table.shape}; a kernel reads a "
+                     f"module-level array as constant memory, which takes a non-empty array "
+                     f"of 1 to 3 dimensions: reshape it, or pass it as an array parameter")
+    return const_array(cx, table, f"the module-level array '{name}'")
+
+
 def const_array(cx, table, what: str) -> ArrayView:
+    if isinstance(table, ArrayView) and table.space == "const":
+        return table                    # a module-level array, already constant memory
     if not isinstance(table, np.ndarray):
         raise cx.err(f"{what} takes a numpy array defined outside the kernel (a module-level or "
                      f"closure variable, read when the kernel compiles), got "

@@ -12,7 +12,7 @@ import builtins
 
 from .. import types as T
 from ..ir.core import Const
-from . import arith, unroll
+from . import arith, iterables, unroll
 from .values import PY_SCALARS, is_const
 
 MAX_UNROLL = 4096
@@ -21,24 +21,31 @@ MAX_UNROLL = 4096
 def lower_for(cx, st) -> None:
     if st.orelse:
         raise cx.err("for ... else is not supported; use a flag variable", st)
-    if not isinstance(st.target, ast.Name):
-        raise cx.err("the loop variable must be a single name; write for i in range(n)",
-                     st.target)
     it = st.iter
     fn = cx.expr(it.func) if isinstance(it, ast.Call) else None
     from ..dsl import Intrinsic
+    if fn is builtins.enumerate:
+        counted = iterables.enumerate_range(cx, it)
+        if counted is not None:
+            call, start = counted
+            return _range(cx, st, _range_args(cx, call, "range"), count_from=start)
+    ranges = (isinstance(fn, Intrinsic) and fn.intrinsic in ("static_range", "range")) or \
+        fn is builtins.range
+    if not ranges:
+        items = iterables.static_items(cx, it, cx.expr(it))
+        return iterables.lower_static_for(cx, st, items)
+    if not isinstance(st.target, ast.Name):
+        raise cx.err("the loop variable of a range loop must be a single name; write for i in "
+                     "range(n) (tuples unpack: for j, v in enumerate(range(n)) or over a "
+                     "tuple)", st.target)
     if isinstance(fn, Intrinsic) and fn.intrinsic == "static_range":
         return _static_range(cx, st, _range_args(cx, it, "static_range"))
     if fn is builtins.range:
         return _range(cx, st, _range_args(cx, it, "range"))
-    if isinstance(fn, Intrinsic) and fn.intrinsic == "range":
-        args, factor = unroll.range_call_args(cx, it)
-        if factor == 1:
-            return _range(cx, st, args)
-        return unroll.lower_unrolled(cx, st, args, factor)
-    raise cx.err("kernels loop with 'for i in range(...)', 'for i in pyptx.range(..., "
-                 "unroll=N)' or 'for i in pyptx.static_range(N)'; other iterables are not "
-                 "supported", it)
+    args, factor = unroll.range_call_args(cx, it)
+    if factor == 1:
+        return _range(cx, st, args)
+    return unroll.lower_unrolled(cx, st, args, factor)
 
 
 def _range_args(cx, call, name):
@@ -85,13 +92,19 @@ def _static_range(cx, st, args) -> None:
     if len(values) > MAX_UNROLL:
         raise cx.err(f"static_range() would unroll {len(values)} iterations (limit "
                      f"{MAX_UNROLL}); use range()", st.iter)
+    unroll_values(cx, st, values, lambda v: cx.assign_name(st.target.id, v))
+
+
+def unroll_values(cx, st, values, bind) -> None:
+    """The body of `st` once per value, `bind(value)` before each copy; `break`/`continue`
+    jump to the end / the next copy."""
     b = cx.b
     jumps = cx.scope.src.has_jumps(st)
     done = b.new_block("unrolled_end") if jumps else None
     for v in values:
         if b.block is None:
             break
-        cx.assign_name(st.target.id, v)
+        bind(v)
         if not jumps:
             cx.body(st.body)
             continue
@@ -110,7 +123,9 @@ def _static_range(cx, st, args) -> None:
         b.block = done if b.preds[done] else None
 
 
-def _range(cx, st, args) -> None:
+def _range(cx, st, args, count_from=None) -> None:
+    """A range loop; with `count_from` (an int) it is `enumerate(range(...), count_from)`:
+    a hidden i32 counter starts there and goes up by one per iteration."""
     b = cx.b
     start, stop, step = args
     if is_const(step) and step == 0:
@@ -131,11 +146,18 @@ def _range(cx, st, args) -> None:
     iv = cx.fresh("iv")
     cx.hidden_types[iv] = (t, weak)
     b.write(iv, start_v if is_const(start_v) else arith.convert(cx, start_v, t))
+    cnt = None
+    if count_from is not None:
+        cnt = cx.fresh("count")
+        cx.hidden_types[cnt] = (T.i32, True)
+        b.write(cnt, count_from)
     head = b.new_block("for")
     body = b.new_block("body")
     latch = b.new_block("next")
     done = b.new_block("endfor")
     b.loop_assigned[head] = {cx.scope.prefix + n for n in cx.scope.src.assigned_in(st)} | {iv}
+    if cnt is not None:
+        b.loop_assigned[head].add(cnt)
     b.br(head)
     b.block = head
     i = b.read(iv)
@@ -153,7 +175,10 @@ def _range(cx, st, args) -> None:
     cx.branch(c, body, done)
     b.seal(body)
     b.block = body
-    cx.assign_name(st.target.id, i)
+    if cnt is None:
+        cx.assign_name(st.target.id, i)
+    else:
+        cx.assign_target(st.target, (b.read(cnt), i))
     cx.scope.loops.append((latch, done))
     cx.body(st.body)
     cx.scope.loops.pop()
@@ -167,6 +192,10 @@ def _range(cx, st, args) -> None:
         b.write(iv, arith.convert(cx, nxt, t) if not is_const(nxt) else nxt)
         if weak and not is_const(nxt):
             b.weak.add(nxt)
+        if cnt is not None:
+            c = arith.binop(cx, "add", b.read(cnt), 1)
+            b.write(cnt, arith.convert(cx, c, T.i32))
+            b.weak.add(b.read(cnt))
         b.br(head)
     b.seal(head)
     b.seal(done)

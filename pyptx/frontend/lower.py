@@ -25,13 +25,15 @@ _UNEXPECTED = ("pyptx cannot compile this expression (a value is out of range or
                "i64(x) or f64(x)")
 
 
-def lower_kernel(py_func, param_types: dict, constexprs: dict, *, name=None) -> Function:
+def lower_kernel(py_func, param_types: dict, constexprs: dict, *, name=None,
+                 fastmath: bool = False) -> Function:
     """Lower `py_func` with parameter types `{name: ScalarType | ArrayType | constexpr}` and
-    constexpr values `{name: value}`.  Raises only CompileError for bad user code."""
+    constexpr values `{name: value}`.  Raises only CompileError for bad user code.
+    `fastmath`: approximate f32 math in the kernel's own code (frontend/fastmath.py)."""
     src = get_source(py_func)
     declared: dict = {}
     for _ in range(MAX_WALKS):
-        cx = _walk(py_func, src, param_types, constexprs, name, declared)
+        cx = _walk(py_func, src, param_types, constexprs, name, declared, fastmath)
         final = {k: acc.final() for k, acc in cx.observed.items()}
         if _consistent(cx, final):
             break
@@ -50,9 +52,10 @@ def _consistent(cx, final: dict) -> bool:
     return True
 
 
-def _walk(py_func, src, param_types, constexprs, name, declared) -> Lowerer:
+def _walk(py_func, src, param_types, constexprs, name, declared, fastmath=False) -> Lowerer:
     fn = Function(name or py_func.__name__)
     cx = Lowerer(fn, declared)
+    cx.fastmath = fastmath
     scope = Scope(src, py_func, "k:")
     cx.scope = scope
     b = cx.b

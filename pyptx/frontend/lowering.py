@@ -129,6 +129,7 @@ class Lowerer:
         self.deps: list | None = None
         self.funcs: set | None = None
         self.cacheable = True
+        self.fastmath = False            # approximate f32 math (frontend/fastmath.py)
 
     # ---- errors ------------------------------------------------------------------------------
     def err(self, message: str, node=None) -> CompileError:
@@ -313,8 +314,9 @@ class Lowerer:
                 return make_const(v.item(), T.from_dtype(v.dtype))
             except KeyError:
                 pass
-        if isinstance(v, np.ndarray):     # data for pyptx.const_array; nothing else takes it
-            return v
+        if isinstance(v, np.ndarray):     # frozen into constant memory, as Numba does
+            from .constmem import module_array
+            return module_array(self, v, name)
         if isinstance(v, type) and issubclass(v, np.generic):
             try:
                 return T.from_dtype(v)
@@ -821,4 +823,5 @@ _EXPR_DISPATCH = {
 from ..dsl import SpecialRegister  # noqa: E402
 from .calls import is_allowed_object, lower_call  # noqa: E402
 from .complex64 import attribute as complex_attribute, is_complex  # noqa: E402
-from .views import has_slice, lower_slice, subview  # noqa: E402
+from .dynshared import subview  # noqa: E402 - views.subview, plus slices of dynamic shared
+from .views import has_slice, lower_slice  # noqa: E402

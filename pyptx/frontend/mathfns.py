@@ -64,6 +64,9 @@ def _lower(cx, name, args, kwargs):
         raise cx.err(f"pyptx.math.{name}(x) takes one argument; write pyptx.math.{name}(x)")
     kind, detail = MATH_TABLE[name]
     x, ct, rt = _operand(cx, name, args[0])
+    if cx.fastmath and kind != "approx":
+        from .fastmath import math_name
+        kind, detail = MATH_TABLE[math_name(cx, name, ct)]
     if kind == "op":
         r = arith.emit(cx, detail, [x], ct)
     elif kind == "rsqrt":          # rcp.rn(sqrt.rn(x)): <= 1 ulp, no .approx (fast_rsqrt is)

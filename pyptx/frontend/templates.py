@@ -74,7 +74,7 @@ def instantiate(cx, df, converted: dict):
                 key_parts.append((v.type, v in weak))
         else:
             return MISS
-    key = (df.py_func, tuple(key_parts))
+    key = (df.py_func, tuple(key_parts), cx.fastmath)
     tpl = _CACHE.get(key)
     if tpl is _UNCACHEABLE:
         return MISS
@@ -157,6 +157,7 @@ def _walk(cx, df, converted, declared):
     from .source import get_source
     fn = Function(df.name)
     tcx = Lowerer(fn, declared)
+    tcx.fastmath = cx.fastmath
     tcx.deps = []
     tcx.funcs = {df.py_func}
     tcx.inline_stack = list(cx.inline_stack)

@@ -36,7 +36,8 @@ OPS: dict[str, OpInfo] = _t([
     OpInfo("sub", "a, b", 2, True, True, "a - b"),
     OpInfo("mul", "a, b", 2, True, True, "a * b (float: .rn; int: low bits, wraps)"),
     OpInfo("div", "a, b", 2, True, True,
-           "float: IEEE a / b (.rn).  int: C truncating division; b == 0 or (MIN / -1) give an "
+           "float: IEEE a / b (.rn); f32 with attribute `full` (fastmath): `div.full.f32`, "
+           "within 2 ulp.  int: C truncating division; b == 0 or (MIN / -1) give an "
            "unspecified value - the frontend guards those to implement Python `//`."),
     OpInfo("rem", "a, b", 2, True, True, "int only: C remainder (sign of a); b == 0 unspecified"),
     OpInfo("floordiv", "a, b", 2, True, True,

@@ -85,6 +85,8 @@ def lower_arith(em, ins) -> None:
         em.i(f"mov.{tb.suffixes(t).b} {em.dst(ins)}, {em.reg(ins.operands[0])}")
         return
     template = tb.TEMPLATES.get((op, k))
+    if op == "div" and ins.attrs.get("full") and t.name == "f32":
+        template = "div.full.f32"          # fastmath (frontend/fastmath.py): max 2 ulp
     if template is None:
         raise em.error(f"IR op '{op}' is not defined on {t!r}", ins)
     sfx = tb.suffixes(t)

@@ -514,3 +514,48 @@ def ring_slots_u64(counter, n_slots, slot_of):
     i = cuda.grid(1)
     if i < slot_of.size:
         slot_of[i] = cuda.atomic.inc(counter, 0, n_slots - 1)
+
+
+# ---- Numba parity II: tuple loops, module arrays, dynamic shared slices ------------------------
+
+GAMMA_LUT = (np.arange(16, dtype=np.float32) / np.float32(15.0)) ** np.float32(2.2)
+
+
+@cuda.jit
+def warp_sum_tuple(x, total):
+    i = cuda.grid(1)
+    v = x[i] if i < x.size else 0.0
+    for offset in (16, 8, 4, 2, 1):
+        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
+    if cuda.laneid == 0:
+        cuda.atomic.add(total, 0, v)
+
+
+@cuda.jit
+def weighted_taps(x, out):
+    i = cuda.grid(1)
+    if i + 3 <= x.size:
+        s = 0.0
+        for k, (w, b) in enumerate(zip(COEFFS, (1.0, 0.0, -1.0))):
+            s += w * x[i + k] + b
+        out[i] = s
+
+
+@cuda.jit
+def lut_lookup(levels, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = GAMMA_LUT[levels[i] % GAMMA_LUT.size]
+
+
+@cuda.jit
+def split_dynamic(x, out):
+    buf = cuda.shared.array(0, dtype=np.float32)
+    n = cuda.blockDim.x
+    t = cuda.threadIdx.x
+    a = buf[:n]
+    b = buf[n:]
+    a[t] = x[t]
+    b[t] = 2.0 * x[t]
+    cuda.syncthreads()
+    out[t] = a[n - 1 - t] + b[t]

@@ -384,6 +384,38 @@ def check_ring_slots_u64(m):
     assert sorted(int(s) for s in slots) == sorted(seen)
 
 
+def check_warp_sum_tuple(m):
+    x = rng().random(256, np.float32); tot = np.zeros(1, np.float32)
+    m.warp_sum_tuple[8, 32](x, tot)
+    close(tot[0], x.sum(dtype=np.float64), 1e-5)
+
+
+def check_weighted_taps(m):
+    x = rng().standard_normal(70).astype(np.float32); out = poison(70)
+    m.weighted_taps[blocks(70), TPB](x, out)
+    c, b = numba_style.COEFFS, (1.0, 0.0, -1.0)
+    n = 70 - 3 + 1
+    exp = sum(c[k] * x[k:k + n].astype(np.float64) + b[k] for k in range(3))
+    close(out[:n], exp, 1e-5)
+    assert np.isnan(out[n:]).all()
+
+
+def check_lut_lookup(m):
+    levels = rng().integers(0, 1000, 100).astype(np.int32); out = poison(100)
+    m.lut_lookup[blocks(100), TPB](levels, out)
+    np.testing.assert_array_equal(out, numba_style.GAMMA_LUT[levels % 16])
+
+
+def check_split_dynamic(m):
+    x = rng().random(64, np.float32); out = poison(64)
+    k = m.split_dynamic
+    if type(k).__name__ == "CudaKernel":
+        k[1, 64, 0, 2 * 64 * 4](x, out)
+    else:
+        k[1, 64](x, out, shared_mem=2 * 64 * 4)
+    np.testing.assert_array_equal(out, x[::-1] + 2 * x)
+
+
 CHECKS = {name[6:]: fn for name, fn in dict(globals()).items() if name.startswith("check_")}
 
 
