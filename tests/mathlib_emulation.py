@@ -1,6 +1,6 @@
-"""Vectorised numpy mirror of pyptx/mathlib.py's f64 functions (same operations, same order), for
+"""Vectorised numpy mirror of pyptx/mathlib/basic_f64.py's f64 functions (same operations, same order), for
 accuracy tests on many more inputs than the CPU executor runs quickly (its f64 fma is emulated).
-The f32 functions (pyptx/mathlib_f32.py) need no mirror: tests/test_mathlib_f32.py runs them
+The f32 functions (pyptx/mathlib/basic_f32.py) need no mirror: tests/test_mathlib_f32.py runs them
 through real kernels on the executor, whose f32 fma is cheap.
 
 numpy has no fma, so `fma64` is an exact emulation (Dekker two-product + exact residual

@@ -1,4 +1,4 @@
-"""Accuracy of the f32 math library (pyptx/mathlib_f32.py) through real kernels: one launch of
+"""Accuracy of the f32 math library (pyptx/mathlib/basic_f32.py) through real kernels: one launch of
 2^20 threads per function on the executor, inputs spread logarithmically over the whole f32 range
 (random bit patterns), dense near the range-reduction boundaries, plus every special value.
 

@@ -1,4 +1,4 @@
-"""The f64 atan atan2 asin acos cbrt erf erfc (pyptx/mathlib_numba_f64.py) through real kernels
+"""The f64 atan atan2 asin acos cbrt erf erfc (pyptx/mathlib/numba_parity_f64.py) through real kernels
 on the CPU executor (= the GPU bit for bit: IEEE-exact operations only) against a correctly
 rounded mpmath reference: >= 10^5 inputs each over the whole range (log-uniform magnitudes, both
 signs, the reduction boundaries, the edges), every special value, integer arguments, and

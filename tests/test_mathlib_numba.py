@@ -1,4 +1,4 @@
-"""Numba-parity `pyptx.math` functions (pyptx/mathlib_numba.py) through real kernels on the
+"""Numba-parity `pyptx.math` functions (pyptx/mathlib/numba_parity.py) through real kernels on the
 executor: f32 on 2^18 inputs each (log-spread random bit patterns plus the interesting ranges)
 against numpy float64 rounded to float32, f64 on fewer inputs (the executor's f64 fma is
 emulated), special values and the predicates.  The f64 atan atan2 asin acos cbrt erf erfc, checked

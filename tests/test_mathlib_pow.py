@@ -1,4 +1,4 @@
-"""pow / math.pow / run-time `x ** y` (pyptx/mathlib_pow.py, pyptx/frontend/power.py) through
+"""pow / math.pow / run-time `x ** y` (pyptx/mathlib/pow.py, pyptx/frontend/power.py) through
 real kernels on the CPU executor (which runs the same PTX as the GPU, with only IEEE-exact
 operations in it, so the accuracy measured here is the GPU's).
 

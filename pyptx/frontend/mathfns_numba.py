@@ -1,6 +1,6 @@
 """`pyptx.math`'s Numba-parity names: one table row each, lowered through the intrinsic registry.
 
-Unary and binary functions inline `pyptx.mathlib_numba.<name>_<f32|f64>` (`fmod` inlines
+Unary and binary functions inline `pyptx.mathlib.numba_parity.<name>_<f32|f64>` (`fmod` inlines
 `pyptx.mathlib.fmod_*`); f16 and bf16 are computed in f32 and rounded once, integers compute in
 f64 (as Python's / Numba's `math` module returns floats).  `isnan/isinf/isfinite` are compares.
 """
@@ -37,7 +37,9 @@ def _lower_lib(cx, name, args, kwargs):
         t, _ = arith.promote_many(cx, list(args), name)
     ct = _compute_type(t)
     rt = t if t in (T.f16, T.bf16) else ct
-    from .. import mathlib, mathlib_numba, mathlib_numba_f64, mathlib_pow
+    from .. import mathlib
+    from ..mathlib import numba_parity as mathlib_numba, numba_parity_f64 as mathlib_numba_f64
+    from ..mathlib import pow as mathlib_pow
     from .calls import inline
     key = f"{name}_{ct.name}"
     fn = (getattr(mathlib_numba, key, None) or getattr(mathlib, key, None)

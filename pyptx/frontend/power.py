@@ -4,7 +4,7 @@ square-and-multiply over the exponent's bits (Numba's integer power).
 
 Types follow the same NumPy-2 promotion as the other operators (`f32 ** 2.5` is f32, `i32 ** f32`
 is f64); f16 and bf16 are computed in f32 and rounded once.  The algorithms live in
-pyptx/mathlib_pow.py as `@pyptx.func`s and are inlined through the template cache.
+pyptx/mathlib/pow.py as `@pyptx.func`s and are inlined through the template cache.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def runtime_power(cx, a, b):
     t, weak = arith.promote2(cx, a, b, "**")
     if t.is_bool:
         raise cx.err("'**' on booleans is not supported; convert first, e.g. i32(flag)")
-    from .. import mathlib_pow
+    from ..mathlib import pow as mathlib_pow
     from .calls import inline
     if t.is_float:
         ct = T.f32 if t in (T.f16, T.bf16) else t

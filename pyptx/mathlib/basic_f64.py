@@ -1,5 +1,5 @@
 """Accurate f64 exp/exp2/log/log2/sin/cos/tanh and exact fmod, written in the pyptx DSL itself
-(the f32 functions, computed in f32 arithmetic, live in pyptx/mathlib_f32.py and are re-exported).
+(the f32 functions, computed in f32 arithmetic, live in pyptx/mathlib/basic_f32.py and are re-exported).
 
 Why this shape:
 * Only IEEE-exact operations (+ - * / .rn, explicit fma, rint, integer and bit operations): the GPU
@@ -398,9 +398,9 @@ def tanh_f64(x: f64):
     return y
 
 
-# ---- f32: computed in f32 arithmetic (pyptx/mathlib_f32.py) ------------------------------------
+# ---- f32: computed in f32 arithmetic (pyptx/mathlib/basic_f32.py) ------------------------------------
 
-from .mathlib_f32 import (cos_f32, exp2_f32, exp_f32, log2_f32, log_f32,  # noqa: E402,F401
+from .basic_f32 import (cos_f32, exp2_f32, exp_f32, log2_f32, log_f32,  # noqa: E402,F401
                           sin_f32, tanh_f32)
 
 

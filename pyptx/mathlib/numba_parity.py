@@ -1,7 +1,7 @@
 """The rest of Numba's `math` in the DSL: log10 log1p expm1 sinh cosh tan atan atan2 asin acos
 cbrt erf erfc hypot copysign, f32 in f32 arithmetic, f64 in f64 where written (composed from
 pyptx.mathlib's f64 functions; not yet for atan atan2 asin acos cbrt erf erfc).  Same rules as
-pyptx/mathlib_f32.py: IEEE-exact operations only, every fused step an explicit fma.  Measured
+pyptx/mathlib/basic_f32.py: IEEE-exact operations only, every fused step an explicit fma.  Measured
 accuracy per function: docs/math.md.
 """
 from __future__ import annotations
@@ -11,14 +11,14 @@ import math as _m
 import pyptx
 from pyptx import f32, f64, i32, u32, u64
 
-from .mathlib import LN2, LOG2E, _cos_kernel_f64, _expm1_reduced_f64, _reduce_pio2_f64
-from .mathlib import LN2_LO as LN2_LO_F64
-from .mathlib import _reduced_hi_f64, _reduced_lo_f64, _sin_kernel_f64, exp_f64, log_f64
-from .mathlib_consts import (ASIN_P, ATAN_P, ERF_P, ERFC_R1, ERFC_S2, INV_LN10_F64,
+from .basic_f64 import LN2, LOG2E, _cos_kernel_f64, _expm1_reduced_f64, _reduce_pio2_f64
+from .basic_f64 import LN2_LO as LN2_LO_F64
+from .basic_f64 import _reduced_hi_f64, _reduced_lo_f64, _sin_kernel_f64, exp_f64, log_f64
+from .consts import (ASIN_P, ATAN_P, ERF_P, ERFC_R1, ERFC_S2, INV_LN10_F64,
                              INV_LN10_F64_LO, INV_LN10_HI, INV_LN10_LO, LN2_HI, LN2_LO,
                              LOG10_2_HI, LOG10_2_LO, LOG2E_HI, LOG_G, PI_HI, PI_LO, PIO2_1,
                              PIO2_2, PIO4_HI, PIO4_LO, SINH_P)
-from .mathlib_f32 import (EXP_Q, _cos_kernel_f32, _log_poly_f32, _log_split_f32,
+from .basic_f32 import (EXP_Q, _cos_kernel_f32, _log_poly_f32, _log_split_f32,
                           _log_special_f32, _reduce_pio2_f32, _scale_pow2_f32, _sin_kernel_f32,
                           exp_f32)
 
@@ -63,7 +63,7 @@ def copysign_f64(x: f64, y: f64):
 
 @pyptx.func
 def _log1p_poly_f32(f: f32):
-    """log1p(f) = f + f^2 G(f) for f in [sqrt(1/2) - 1, sqrt(2) - 1] (mathlib_f32's log kernel)."""
+    """log1p(f) = f + f^2 G(f) for f in [sqrt(1/2) - 1, sqrt(2) - 1] (basic_f32's log kernel)."""
     g = _log_poly_f32(f, f32(LOG_G0), f32(LOG_G1), f32(LOG_G2), f32(LOG_G3), f32(LOG_G4),
                       f32(LOG_G5), f32(LOG_G6), f32(LOG_G7), f32(LOG_G8))
     return pyptx.math.fma(f * f, g, f)

@@ -14,12 +14,12 @@ each product's rounding error recovered exactly with an fma):
   The sum is multiplied by the pair 1/ln 2 and added to e (Fast2Sum).
 * w = y * log2|x| as a pair (two-product with fma).
 * 2^w: the integer part k = rint(w_hi) goes to the exponent, the fraction (exact, |f| <= 1/2)
-  through the exp2 polynomial (f32: mathlib_f32's EXP2_Q; f64: mathlib's expm1 kernel) with the
+  through the exp2 polynomial (f32: basic_f32's EXP2_Q; f64: mathlib's expm1 kernel) with the
   low word folded in as a first-order correction, then two power-of-two scalings so that
   subnormal and overflowing results come out of the last multiply with one rounding.
 
 The pair arithmetic in `_s_pair` and `_log2_from_s` is written once for both precisions (the
-constants come in as arguments).  Same rules as pyptx/mathlib_f32.py: IEEE-exact operations only
+constants come in as arguments).  Same rules as pyptx/mathlib/basic_f32.py: IEEE-exact operations only
 (the GPU and the CPU executor agree bit for bit), every fused step an explicit fma.  C99 / numpy
 special cases are handled before the main path.  Measured accuracy: docs/math.md.
 """
@@ -32,11 +32,11 @@ import numpy as _np
 import pyptx
 from pyptx import f32, f64, i32, i64, u32, u64
 
-from .mathlib import LN2, LN2_LO, LOG2E, LOG2E_LO, _exp_finish_f64, _log_exponent_f64
-from .mathlib import _log_mantissa_f64
-from .mathlib_consts import EXP2_Q, LN2_HI, LOG2E_HI
-from .mathlib_consts import LOG2E_LO as LOG2E_LO32
-from .mathlib_f32 import _log_split_f32, _scale_pow2_f32
+from .basic_f64 import LN2, LN2_LO, LOG2E, LOG2E_LO, _exp_finish_f64, _log_exponent_f64
+from .basic_f64 import _log_mantissa_f64
+from .consts import EXP2_Q, LN2_HI, LOG2E_HI
+from .consts import LOG2E_LO as LOG2E_LO32
+from .basic_f32 import _log_split_f32, _scale_pow2_f32
 
 EXP2_Q0, EXP2_Q1, EXP2_Q2, EXP2_Q3, EXP2_Q4, EXP2_Q5 = EXP2_Q
 

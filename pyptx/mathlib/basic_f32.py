@@ -14,7 +14,7 @@ from __future__ import annotations
 import pyptx
 from pyptx import f32, i32, i64, u32, u64
 
-from .mathlib_consts import (COS_C, EXP2_Q, EXP_Q, LN2_HI, LN2_LO, LOG2_G, LOG2E_HI, LOG2E_LO,
+from .consts import (COS_C, EXP2_Q, EXP_Q, LN2_HI, LN2_LO, LOG2_G, LOG2E_HI, LOG2E_LO,
                              LOG_G, PIO2_1, PIO2_2, PIO2_3, SIN_S, TANH_T, TWO_OVER_PI,
                              TWO_OVER_PI_WORDS)
 
