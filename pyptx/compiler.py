@@ -133,7 +133,8 @@ def resolve_param_types(py_func, signature=None, arg_types: dict | None = None) 
                                **_where(py_func))
     names = [p.name for p in params]
     if signature is not None:
-        return dict(zip(names, _signature_types(signature, names, _where(py_func))))
+        return _strided_layouts(dict(zip(names, _signature_types(signature, names,
+                                                                 _where(py_func)))), arg_types)
     ann = getattr(py_func, "__annotations__", {}) or {}
     out = {}
     for n in names:
@@ -155,7 +156,20 @@ def resolve_param_types(py_func, signature=None, arg_types: dict | None = None) 
                                f"not a pyptx type; "
                                f"write f32, i32, f32[:], pyptx.constexpr ...", **_where(py_func))
         out[n] = t
-    return out
+    return _strided_layouts(out, arg_types)
+
+
+def _strided_layouts(types: dict, arg_types: dict | None) -> dict:
+    """A declared contiguous array parameter (`x: f32[:, :]`, or in `signature=`) that the
+    launcher found a non-contiguous argument for (arg_types gives it layout 'A') is compiled in
+    its strided specialisation: same element type and rank, strides passed with the array."""
+    if arg_types:
+        for n, a in arg_types.items():
+            t = types.get(n)
+            if isinstance(a, T.ArrayType) and a.layout == "A" and isinstance(t, T.ArrayType) \
+                    and t.layout == "C":
+                types[n] = t.strided
+    return types
 
 
 # ---- arch --------------------------------------------------------------------------------------
@@ -191,7 +205,8 @@ def _from_content(d: dict) -> CompiledKernel:
     return CompiledKernel(
         ptx=d["ptx"], name=d["name"], arch=d["arch"], version=d["version"],
         params=[KernelParam(*p) for p in d["params"]],
-        signature=[ArgSpec(a[0], a[1], T.scalar(a[2]), a[3], a[4]) for a in d["signature"]],
+        signature=[ArgSpec(a[0], a[1], T.scalar(a[2]), a[3], a[4], *a[5:])
+                   for a in d["signature"]],
         _ir_text=d["ir"])
 
 
@@ -199,7 +214,7 @@ def _content(ck: CompiledKernel) -> dict:
     return dict(ptx=ck.ptx, name=ck.name, arch=ck.arch, version=ck.version, ir=ck.ir,
                 params=[[p.name, p.ptx_type] for p in ck.params],
                 signature=[[a.name, a.kind, a.dtype.name, a.ndim, a.writable]
-                           for a in ck.signature])
+                           + ([True] if a.strided else []) for a in ck.signature])
 
 
 # ---- compile -----------------------------------------------------------------------------------

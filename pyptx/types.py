@@ -136,12 +136,31 @@ def from_dtype(dtype) -> ScalarType:
 
 @dataclass(frozen=True)
 class ArrayType:
-    """A C-contiguous global-memory array parameter: element type and number of dimensions."""
+    """A global-memory array parameter: element type, number of dimensions and layout.
+
+    layout 'C' (what `f32[:, :]` gives): C-contiguous, passed as a base pointer plus one i32
+    size per dimension.  layout 'A' (any, as in Numba): the strided specialisation a launch
+    compiles for a non-contiguous argument (a numpy strided view, a transpose, Fortran order):
+    the pointer and sizes, then one i64 stride per dimension, in *elements*, which may be
+    negative (`x[::-1]`) or zero (`np.broadcast_to`, read only).  Its repr is `f32[:, :](A)`;
+    the 'C' repr is unchanged, so every cache key of a contiguous kernel is too."""
     dtype: ScalarType
     ndim: int
+    layout: str = "C"
+
+    def __post_init__(self):
+        if self.layout not in ("C", "A"):
+            raise ValueError(f"array layout must be 'C' (contiguous) or 'A' (strided), got "
+                             f"{self.layout!r}")
+
+    @property
+    def strided(self) -> "ArrayType":
+        """The same array type with layout 'A': `x: f32[:, :].strided` takes any strides."""
+        return ArrayType(self.dtype, self.ndim, "A")
 
     def __repr__(self) -> str:
-        return f"{self.dtype.name}[{', '.join([':'] * self.ndim)}]"
+        text = f"{self.dtype.name}[{', '.join([':'] * self.ndim)}]"
+        return text if self.layout == "C" else text + "(A)"
 
 
 @dataclass(frozen=True)

@@ -134,7 +134,8 @@ def _finish(cx, src, param_types) -> Function:
     for pname in src.params:
         t = param_types.get(pname)
         if isinstance(t, T.ArrayType):
-            signature.append(ArgSpec(pname, "array", t.dtype, t.ndim, pname in cx.written))
+            signature.append(ArgSpec(pname, "array", t.dtype, t.ndim, pname in cx.written,
+                                     t.layout != "C"))
         elif isinstance(t, T.ScalarType):
             signature.append(ArgSpec(pname, "scalar", t, 0, False))
     fn.attrs.update(source_file=src.filename, first_line=src.first_line, source_lines=lines,

@@ -15,7 +15,12 @@ from .values import PY_SCALARS, ArrayView, make_const
 
 
 def array_param(name: str, atype: T.ArrayType, params: list) -> ArrayView:
-    """`x: f32[:, :]` -> Params x (ptr.global<f32>), x_shape0, x_shape1 and the view."""
+    """`x: f32[:, :]` -> Params x (ptr.global<f32>), x_shape0, x_shape1 and the view.
+
+    The strided specialisation (layout 'A': a non-contiguous launch argument) adds x_stride0,
+    x_stride1 (i64, in elements, any sign) after the sizes; its view carries them as its
+    strides, so indexing and slicing it is the code of an in-kernel strided view (views.py).
+    A contiguous parameter's list and code are unchanged."""
     base = Param(name, T.PtrType("global", _slot(atype.dtype)), len(params))
     params.append(base)
     shape = []
@@ -23,7 +28,15 @@ def array_param(name: str, atype: T.ArrayType, params: list) -> ArrayView:
         p = Param(f"{name}_shape{d}", T.i32, len(params))
         params.append(p)
         shape.append(p)
-    return ArrayView(base, atype.dtype, tuple(shape), "global", name)
+    strides = None
+    if atype.layout != "C":
+        strides = []
+        for d in range(atype.ndim):
+            p = Param(f"{name}_stride{d}", T.i64, len(params))
+            params.append(p)
+            strides.append(p)
+        strides = tuple(strides)
+    return ArrayView(base, atype.dtype, tuple(shape), "global", name, strides)
 
 
 def _slot(elem: T.ScalarType) -> T.ScalarType:
@@ -217,8 +230,9 @@ def inner_contiguous(cx, view: ArrayView, what: str) -> None:
     if view.strides is not None and not (isinstance(view.strides[-1], int)
                                          and view.strides[-1] == 1):
         raise cx.err(f"{what} needs consecutive elements along the last axis, but this view "
-                     f"is strided there (a column or a slice with a step); index its elements "
-                     f"one by one, or take the vector from the original array")
+                     f"is strided there (a column, a slice with a step, or an array argument "
+                     f"launched non-contiguous); index its elements one by one, or take the "
+                     f"vector from a contiguous array")
 
 
 def load(cx, view: ArrayView, ptr):

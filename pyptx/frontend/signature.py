@@ -1,8 +1,9 @@
 """`ArgSpec`: what the frontend tells the launcher about each user parameter.
 
 One record per non-constexpr parameter, in order.  The launcher checks and flattens the launch
-arguments with these (an array becomes its pointer plus one i32 per dimension); `writable` says
-whether the kernel may store to the array, so only those are copied back.
+arguments with these (an array becomes its pointer plus one i32 per dimension, and when
+`strided` - layout 'A', types.ArrayType - one i64 element stride per dimension after those);
+`writable` says whether the kernel may store to the array, so only those are copied back.
 """
 from __future__ import annotations
 
@@ -18,3 +19,4 @@ class ArgSpec:
     dtype: ScalarType
     ndim: int = 0
     writable: bool = False
+    strided: bool = False

@@ -32,6 +32,19 @@ class ArrayArg:
         self.writable = writable
 
 
+class StagedCopy:
+    """A non-contiguous numpy argument of a strided parameter: staged through a contiguous
+    copy (the launcher passes the copy's strides); when the kernel may write it, the copy's
+    contents go back into the caller's view after the launch."""
+
+    __slots__ = ("target", "copy", "writable")
+
+    def __init__(self, target: np.ndarray, writable: bool):
+        self.target = target
+        self.copy = np.ascontiguousarray(target)
+        self.writable = writable
+
+
 class ForeignArray:
     """A `__cuda_array_interface__` argument: its address and the producer's stream (CAI v3:
     None = nothing to wait for, 1/2 = legacy/per-thread default stream, else a handle)."""
@@ -79,12 +92,13 @@ def check_ptx_version(ptx: str) -> None:
 
 def param_slots(ck):
     """(pointer slots with their writability, f16 scalar slots) of the PTX parameter list,
-    by position: each array argument is one `.u64` then one `.s32` per dimension."""
+    by position: each array argument is one `.u64` then one `.s32` per dimension (then, when
+    strided, one `.s64` element stride per dimension)."""
     pointers, halves, i = [], set(), 0
     for a in ck.signature:
         if a.kind == "array":
             pointers.append((i, a.writable))
-            i += 1 + a.ndim
+            i += 1 + a.ndim * (2 if a.strided else 1)
         else:
             if a.dtype.name == "f16":
                 halves.add(i)
@@ -111,7 +125,7 @@ class GpuLauncher:
         self.lock = threading.Lock()     # the packer's buffer is shared by every launch
         # read-only arrays load through ld.global.nc; a launch where one overlaps a written
         # array runs the coherent variant of the PTX instead (readonly.py)
-        sizes = [(i, a.ndim, a.dtype.dtype.itemsize, a.writable)
+        sizes = [(i, a.ndim, a.dtype.dtype.itemsize, a.strided, a.writable)
                  for (i, _w), a in zip(self.pointers, [a for a in ck.signature
                                                        if a.kind == "array"])]
         mixed = any(w for *_x, w in sizes) and not all(w for *_x, w in sizes)
@@ -125,7 +139,21 @@ class GpuLauncher:
     def _aliased(self, values) -> bool:
         """Does a read-only array overlap a written one (addresses resolved in `values`)?"""
         spans = []
-        for slot, nd, itemsize, w in self.spans:
+        for slot, nd, itemsize, strided, w in self.spans:
+            if strided:            # the bytes from the lowest to the highest element
+                lo = hi = 0
+                for k in range(nd):
+                    n, s = values[slot + 1 + k], values[slot + 1 + nd + k]
+                    if n == 0:
+                        lo = hi = None
+                        break
+                    if s < 0:
+                        lo += (n - 1) * s * itemsize
+                    else:
+                        hi += (n - 1) * s * itemsize
+                spans.append((0, 0, w) if lo is None else
+                             (values[slot] + lo, hi - lo + itemsize, w))
+                continue
             n = itemsize
             for k in range(nd):
                 n *= values[slot + 1 + k]
@@ -211,7 +239,7 @@ class _Staging:
     """The per-launch work for arguments that are not plain device addresses: numpy copies
     through the pool, waits on a CAI producer's stream, DLPack tensors to release later."""
 
-    __slots__ = ("ctx", "stream", "buffers", "by_host", "imported", "launched")
+    __slots__ = ("ctx", "stream", "buffers", "by_host", "imported", "launched", "copies")
 
     def __init__(self, ctx, stream):
         self.ctx, self.stream = ctx, stream
@@ -219,6 +247,7 @@ class _Staging:
         self.by_host = {}        # (host address, nbytes) -> entry of buffers
         self.imported = []
         self.launched = False
+        self.copies = []         # written StagedCopy arguments: copied into the caller's view
 
     def resolve(self, v, writable) -> int:
         if isinstance(v, ArrayArg):
@@ -226,6 +255,11 @@ class _Staging:
             v = v.array
         if isinstance(v, np.ndarray):
             return self._stage(v, writable)
+        if isinstance(v, StagedCopy):
+            writable = writable or v.writable
+            if writable:
+                self.copies.append(v)
+            return self._stage(v.copy, writable)
         if isinstance(v, ForeignArray):
             from .graph import capturing
             if capturing() is None:    # a capture cannot wait on an event recorded outside
@@ -282,6 +316,8 @@ class _Staging:
         if back:
             driver.check(drv.cuStreamSynchronize(self.stream or self.ctx.home),
                          "cuStreamSynchronize", drv)
+        for c in self.copies:        # the staged copy of a strided view, back into the view
+            c.target[...] = c.copy
 
     def finish(self) -> None:
         """Buffers back to the pool (stream-ordered, so no wait), DLPack tensors released once

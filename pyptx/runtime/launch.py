@@ -193,8 +193,20 @@ def launch(kernel, grid, block, args, stream=None, shared_mem: int = 0) -> None:
         plan = binder.plan(args, dev, where)
     flat = []
     try:
-        for pos, checker in plan.checkers:
-            checker(args[pos], flat)
+        try:
+            for pos, checker in plan.checkers:
+                checker(args[pos], flat)
+        except _Strided:
+            # a non-contiguous argument for a contiguous parameter: the kernel's strided
+            # specialisation (compiled once per layout, then kept like any plan)
+            flat.clear()
+            plan = binder.plan(args, dev, where, strided=True)
+            try:
+                for pos, checker in plan.checkers:
+                    checker(args[pos], flat)
+            except _Strided as e:      # a compiled kernel without strided parameters (a
+                fail, got = e.args       # hand-built one): the old refusal
+                fail(got)
         if shared_mem:
             _check_shared(plan, shared_mem, dev)
         elif plan.static_shared > plan.shared_limit:
@@ -284,6 +296,16 @@ def _cpu_array_arg():
 
 # ---- binding arguments to parameters ----------------------------------------------------------
 
+class _Strided(Exception):
+    """Internal: a contiguous array parameter's checker met a non-contiguous argument; the
+    launch takes the kernel's strided plan instead (`_Binder.plan(..., strided=True)`).
+    args: (the checker's fail function, what to say if no strided plan takes it)."""
+
+
+#: the arg_types entry that selects a declared array parameter's strided specialisation
+#: (compiler._strided_layouts keeps the declared element type and rank)
+_STRIDED = T.ArrayType(T.i32, 0, "A")
+
 #: a type no annotation can produce (0 dimensions: `f32[()]` is refused): marks parameters
 #: whose type is inferred at launch (compared by identity)
 _UNANNOTATED = T.ArrayType(T.i32, 0)
@@ -305,17 +327,24 @@ class _Binder:
         self.nargs = len(self.names)
         self.constexpr_pos = [i for i, n in enumerate(self.names) if types[n] is T.constexpr]
         self.infer_pos = [i for i, n in enumerate(self.names) if types[n] is _UNANNOTATED]
+        #: declared contiguous array parameters: a non-contiguous argument selects a strided plan
+        self.array_pos = [i for i, n in enumerate(self.names) if types[n] is not _UNANNOTATED
+                          and isinstance(types[n], T.ArrayType) and types[n].layout == "C"]
         self.dynamic = sorted(self.constexpr_pos + self.infer_pos)
         self.plans: dict = {}
         self.generation = _generation[0]
 
-    def plan(self, args, dev, where=None) -> "_Plan":
-        """`where`: 'cpu' or the GPU ordinal the plan is for (default: the current one)."""
+    def plan(self, args, dev, where=None, strided: bool = False) -> "_Plan":
+        """`where`: 'cpu' or the GPU ordinal the plan is for (default: the current one).
+        `strided`: a declared array parameter got a non-contiguous argument: the plan of the
+        specialisation where exactly those parameters are strided (layout 'A')."""
         if where is None:
             where = dev if dev == "cpu" else current_ordinal()
         if len(args) != self.nargs:
             self._count_error(args)
-        if not self.dynamic:
+        lay = [self.names[i] for i in self.array_pos if _is_strided(args[i], dev)] \
+            if strided else ()
+        if not self.dynamic and not lay:
             plan = self.plans.get(where)
             if plan is None:
                 plan = self.plans[where] = self._build(args, dev, {}, {})
@@ -325,6 +354,8 @@ class _Binder:
             cx[self.names[i]] = _constexpr_value(self.names[i], args[i])
         for i in self.infer_pos:
             inferred[self.names[i]] = _infer_type(self.names[i], args[i])
+        for n in lay:
+            inferred[n] = _STRIDED
         key = (where, tuple(cx.items()), tuple(inferred.items()))
         plan = self.plans.get(key)
         if plan is None:
@@ -360,9 +391,45 @@ def _constexpr_value(name, v):
     return v
 
 
+def _is_strided(v, dev) -> bool:
+    """Does array argument `v` need a strided parameter (layout 'A')?  The same tests as the
+    contiguous checker's (`_array_checker`), which raises `_Strided` exactly then."""
+    if isinstance(v, np.ndarray):
+        return not v.flags.c_contiguous
+    if isinstance(v, DeviceArray):
+        return False
+    cai = getattr(v, "__cuda_array_interface__", None)
+    if cai is not None:
+        return _cai_strided(cai)
+    if hasattr(v, "__dlpack__"):
+        from . import dlpack
+        try:
+            d = dlpack.device_of(v)
+            t = dlpack.import_object(v, stream=-1 if d and d[0] in _DL_GPU else None)
+        except Exception:  # noqa: BLE001 - the checker reports the producer's failure
+            return False
+        try:
+            return not t.is_c_contiguous()
+        finally:
+            t.release()
+    return False
+
+
+def _cai_strided(cai) -> bool:
+    strides = cai.get("strides")
+    if strides is None:
+        return False
+    shape = tuple(int(s) for s in cai["shape"])
+    return tuple(strides) != _c_strides(shape, np.dtype(cai["typestr"]).itemsize)
+
+
 def _infer_type(name, v):
-    """The pyptx type of an argument for an unannotated parameter (docs/launching.md)."""
-    if isinstance(v, np.ndarray) or isinstance(v, DeviceArray):
+    """The pyptx type of an argument for an unannotated parameter (docs/launching.md): a
+    non-contiguous array gets layout 'A' (the strided specialisation)."""
+    if isinstance(v, np.ndarray):
+        return T.ArrayType(_scalar_of(name, v.dtype), v.ndim,
+                           "C" if v.flags.c_contiguous else "A")
+    if isinstance(v, DeviceArray):
         return T.ArrayType(_scalar_of(name, v.dtype), v.ndim)
     if isinstance(v, np.generic):
         return _scalar_of(name, v.dtype)
@@ -372,7 +439,8 @@ def _infer_type(name, v):
         return T.literal_type(v)
     cai = getattr(v, "__cuda_array_interface__", None)
     if cai is not None:
-        return T.ArrayType(_scalar_of(name, np.dtype(cai["typestr"])), len(cai["shape"]))
+        return T.ArrayType(_scalar_of(name, np.dtype(cai["typestr"])), len(cai["shape"]),
+                           "A" if _cai_strided(cai) else "C")
     if hasattr(v, "__dlpack__"):
         from . import dlpack
         try:
@@ -385,7 +453,8 @@ def _infer_type(name, v):
                 raise LaunchError(f"argument '{name}': arrays of {t.describe_dtype()} are not "
                                   f"supported (use bool, int8..int64, uint8..uint64, "
                                   f"float16/32/64)")
-            return T.ArrayType(_scalar_of(name, t.dtype), t.ndim)
+            return T.ArrayType(_scalar_of(name, t.dtype), t.ndim,
+                               "C" if t.is_c_contiguous() else "A")
         finally:
             t.release()
     raise LaunchError(f"argument '{name}' has no type annotation and pyptx cannot infer one "
@@ -419,7 +488,8 @@ class _Plan:
         self.ordinal = None if dev == "cpu" else current_ordinal()
         self.checkers = [(pos, _checker(spec, dev, array_arg, kname, self.ordinal))
                          for pos, spec in zip(positions, sig)]
-        flat_len = sum(1 + a.ndim if a.kind == "array" else 1 for a in sig)
+        flat_len = sum(1 + a.ndim * (2 if a.strided else 1) if a.kind == "array" else 1
+                       for a in sig)
         if flat_len != len(ck.params):
             raise LaunchError(f"internal: {kname} has {len(ck.params)} PTX parameters but its "
                               f"signature flattens to {flat_len}")
@@ -466,6 +536,8 @@ def _describe_array(dtype, ndim) -> str:
 
 
 def _array_checker(spec, dev, array_arg, kname, ordinal=None):
+    if spec.strided:
+        return _strided_checker(spec, dev, array_arg, kname, ordinal)
     name, dt, nd, writable = spec.name, spec.dtype.dtype, spec.ndim, spec.writable
     # a bf16[...] parameter takes ml_dtypes.bfloat16 arrays as well as uint16 bit patterns
     alt = _bfloat16_dtype() if spec.dtype is T.bf16 else dt
@@ -505,7 +577,7 @@ def _array_checker(spec, dev, array_arg, kname, ordinal=None):
                 fail(_describe_array(a.dtype, a.ndim))
             flags = a.flags
             if not flags.c_contiguous:
-                fail("a non-contiguous array (pass np.ascontiguousarray(...))")
+                raise _Strided(fail, "a non-contiguous array (pass np.ascontiguousarray(...))")
             if writable and not flags.writeable:
                 fail("a read-only array, but the kernel writes to it")
             shape = a.shape
@@ -553,9 +625,8 @@ def _array_checker(spec, dev, array_arg, kname, ordinal=None):
             got_dt = np.dtype(cai["typestr"])
             if (got_dt != dt and got_dt != alt) or len(shape) != nd:
                 fail(f"a GPU array of {_describe_array(got_dt, len(shape))}")
-            strides = cai.get("strides")
-            if strides is not None and tuple(strides) != _c_strides(shape, dt.itemsize):
-                fail("a non-contiguous GPU array")
+            if _cai_strided(cai):
+                raise _Strided(fail, "a non-contiguous GPU array")
             if cai.get("stream", None) == 0:
                 fail("a __cuda_array_interface__ with stream 0, which the interface (v3) "
                      "forbids: the producer must give 1, 2 or a stream handle")
@@ -565,6 +636,153 @@ def _array_checker(spec, dev, array_arg, kname, ordinal=None):
                 fail(f"shape {shape}: every dimension must be below 2**31")
         out.append(array_arg(a, writable))
         out.extend(shape)
+    return check
+
+
+def _c_elem_strides(shape) -> list:
+    """Element strides of a C-contiguous array of `shape`."""
+    out, step = [], 1
+    for s in reversed(shape):
+        out.append(step)
+        step *= s
+    return out[::-1]
+
+
+def _strided_checker(spec, dev, array_arg, kname, ordinal=None):
+    """The checker of a strided array parameter (layout 'A'): any layout is taken, and the
+    flat arguments are the pointer (of the element at index 0, wherever the strides go from
+    there), one i32 size and then one i64 stride *in elements* per dimension.
+
+    CPU: a numpy array is passed as it is (the executor maps the bytes its elements span).
+    GPU: a non-contiguous numpy array is staged as a contiguous copy (the strides passed are
+    the copy's, and a written one is copied back into the caller's view); DeviceArrays are
+    contiguous; `__cuda_array_interface__` (strides in bytes) and DLPack (in elements) device
+    arrays are used in place with their own strides.  A stride of 0 (np.broadcast_to) may be
+    read, not written: the writes of its elements would race on one location."""
+    name, dt, nd, writable = spec.name, spec.dtype.dtype, spec.ndim, spec.writable
+    alt = _bfloat16_dtype() if spec.dtype is T.bf16 else dt
+    expected = _describe_array(dt, nd)
+    if alt is not dt:
+        expected = f"bfloat16 or {expected}"
+    where = f" (launching {kname})"
+    gpu = dev == "gpu"
+    itemsize = dt.itemsize
+
+    def fail(got):
+        raise LaunchError(f"argument '{name}': expected {expected}, got {got}{where}")
+
+    def wrong_device(other, what=None):
+        what = what or f"is in the memory of CUDA device {other}"
+        raise LaunchError(f"argument '{name}' {what}, but this launch runs on CUDA device "
+                          f"{ordinal} (the calling thread's device, pyptx.use_device); launch "
+                          f"it inside `with pyptx.use_device({other}):` or copy the array to "
+                          f"device {ordinal} first{where}")
+
+    def elements(byte_strides, shape):
+        out = []
+        for s in byte_strides:
+            s = int(s)
+            if s % itemsize:
+                fail(f"an array with strides {tuple(byte_strides)} (bytes) that are not "
+                     f"multiples of its {itemsize}-byte elements; pass a copy "
+                     f"(np.ascontiguousarray(...))")
+            out.append(s // itemsize)
+        return out
+
+    def validate(shape, strides):
+        for s in shape:
+            if s >= _SHAPE_LIMIT:
+                fail(f"shape {shape}: every dimension must be below 2**31")
+        if writable:
+            for d, (s, n) in enumerate(zip(strides, shape)):
+                if s == 0 and n > 1:
+                    fail(f"a broadcast array (stride 0 along dimension {d}: its {n} elements "
+                         f"are one memory location), but the kernel writes to it, and those "
+                         f"writes would race; pass a writable copy (np.array(...))")
+
+    def finish(ptr, shape, strides, out):
+        out.append(ptr)
+        out.extend(shape)
+        out.extend(strides)
+
+    def check(a, out):
+        if isinstance(a, np.ndarray):
+            if (a.dtype != dt and a.dtype != alt) or a.ndim != nd:
+                fail(_describe_array(a.dtype, a.ndim))
+            shape = a.shape
+            if a.flags.c_contiguous:
+                strides = _c_elem_strides(shape)
+            else:
+                strides = elements(a.strides, shape)
+                validate(shape, strides)
+            if writable and not a.flags.writeable:
+                fail("a read-only array, but the kernel writes to it")
+            if gpu and not a.flags.c_contiguous:
+                # staged as a contiguous copy: the kernel gets the copy's strides
+                from .gpu import StagedCopy
+                finish(StagedCopy(a, writable), shape, _c_elem_strides(shape), out)
+                return
+            validate(shape, ())
+            finish(array_arg(a, writable), shape, strides, out)
+            return
+        if isinstance(a, DeviceArray):
+            if (a.dtype != dt and a.dtype != alt) or a.ndim != nd:
+                fail(f"a DeviceArray of {_describe_array(a.dtype, a.ndim)}")
+            if a._freed:
+                fail("a DeviceArray that was freed (DeviceArray.free())")
+            shape = a.shape
+            if dev == "cpu":
+                if a.on_gpu:
+                    fail("a DeviceArray in GPU memory, but launches run on the CPU executor")
+                validate(shape, ())
+                finish(array_arg(a._host, writable), shape, _c_elem_strides(shape), out)
+                return
+            if not a.on_gpu:
+                fail("a DeviceArray made for the CPU executor, but launches run on the GPU")
+            if a._device != ordinal:
+                wrong_device(a._device)
+            validate(shape, ())
+            finish(a._ptr, shape, _c_elem_strides(shape), out)
+            return
+        cai = getattr(a, "__cuda_array_interface__", None)
+        if cai is None:
+            if not hasattr(a, "__dlpack__"):
+                fail(f"{type(a).__name__} {_short(a)}")
+            if _capturing() is not None:
+                fail("a DLPack-only object inside a pyptx.graph() capture: exporting it "
+                     "would synchronise, and a graph replays without it; pass a "
+                     "DeviceArray or an object with __cuda_array_interface__")
+            t, shape = _dlpack_arg(a, dev, (dt, alt), nd, writable, fail, wrong_device,
+                                   strided=True)
+            try:
+                if dev == "cpu":        # a numpy view of the producer's memory
+                    strides = elements(t.strides, shape)
+                else:                   # DLPack strides count elements already
+                    strides = list(t.strides) if t.strides is not None else \
+                        _c_elem_strides(shape)
+                validate(shape, strides)
+                finish(array_arg(t, writable), shape, strides, out)
+            except BaseException:
+                if dev != "cpu":
+                    t.release()
+                raise
+            return
+        if dev == "cpu":
+            fail("a GPU array (__cuda_array_interface__), but launches run on the CPU "
+                 "executor; copy it to a numpy array")
+        shape = tuple(int(s) for s in cai["shape"])
+        got_dt = np.dtype(cai["typestr"])
+        if (got_dt != dt and got_dt != alt) or len(shape) != nd:
+            fail(f"a GPU array of {_describe_array(got_dt, len(shape))}")
+        byte_strides = cai.get("strides")
+        strides = _c_elem_strides(shape) if byte_strides is None else \
+            elements(byte_strides, shape)          # the interface's strides are bytes
+        if cai.get("stream", None) == 0:
+            fail("a __cuda_array_interface__ with stream 0, which the interface (v3) "
+                 "forbids: the producer must give 1, 2 or a stream handle")
+        validate(shape, strides)
+        _check_gpu_pointer(int(cai["data"][0]), fail, wrong_device, ordinal)
+        finish(array_arg(a, writable), shape, strides, out)
     return check
 
 
@@ -585,7 +803,7 @@ def _dlpack_stream():
     return h or 1
 
 
-def _dlpack_arg(a, dev, dts, nd, writable, fail, wrong_device=None):
+def _dlpack_arg(a, dev, dts, nd, writable, fail, wrong_device=None, strided=False):
     """Consume `a.__dlpack__()` for an array parameter (of one of the dtypes `dts`): (what the
     device launch takes, shape).
 
@@ -608,8 +826,8 @@ def _dlpack_arg(a, dev, dts, nd, writable, fail, wrong_device=None):
         if t.dtype is None or not any(t.dtype == d for d in dts) or t.ndim != nd:
             fail(f"a DLPack tensor of {t.describe_dtype()} with {t.ndim} "
                  f"dimension{'s' if t.ndim != 1 else ''}")
-        if not t.is_c_contiguous():
-            fail("a non-contiguous DLPack tensor")
+        if not strided and not t.is_c_contiguous():
+            raise _Strided(fail, "a non-contiguous DLPack tensor")
         if writable and t.read_only:
             fail("a read-only DLPack tensor, but the kernel writes to it")
         if dev == "cpu":

@@ -48,15 +48,39 @@ def _describe(addr: int, regions, what: str) -> str:
     return best[1] if best else f"no {what} memory exists"
 
 
+def extent(arr: np.ndarray) -> tuple[int, int]:
+    """(lo, hi): the bytes an array's elements span, relative to its data pointer (the element
+    at index 0).  A strided view (negative strides included) spans from its lowest to its
+    highest element; a C-contiguous array is [0, nbytes)."""
+    if arr.flags.c_contiguous or arr.size == 0:
+        return 0, arr.nbytes
+    lo = hi = 0
+    for n, s in zip(arr.shape, arr.strides):
+        if s < 0:
+            lo += (n - 1) * s
+        else:
+            hi += (n - 1) * s
+    return lo, hi + arr.itemsize
+
+
+def _in_heap(buf: np.ndarray, offset: int, arr: np.ndarray) -> np.ndarray:
+    """The view of `buf` laid out as strided `arr` is, with its element 0 at `offset`."""
+    return np.ndarray(arr.shape, arr.dtype, buffer=buf, offset=offset, strides=arr.strides)
+
+
 class GlobalHeap:
-    """Argument arrays + `.global` variables, laid out in one uint8 buffer."""
+    """Argument arrays + `.global` variables, laid out in one uint8 buffer.
+
+    A non-contiguous argument (a strided parameter's numpy view) occupies the span of its
+    elements, so its strides are the host array's; only its elements are copied in and out."""
 
     def __init__(self, arrays, module_vars):
         """arrays: [(name, ndarray)]; module_vars: [Var] with space 'global'/'const'."""
         items = []   # (host_start, host_end, key)
         for k, (name, arr) in enumerate(arrays):
             p = arr.__array_interface__["data"][0]
-            items.append((p, p + arr.nbytes, k))
+            lo, hi = extent(arr)
+            items.append((p + lo, p + hi, k))
         # merge overlapping host ranges: arrays over the same memory alias one region
         items.sort()
         groups = []
@@ -92,7 +116,11 @@ class GlobalHeap:
                 arr = arrays[k][1]
                 p = arr.__array_interface__["data"][0]
                 start = o + (p - s)
-                self.buf[start:start + arr.nbytes] = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+                if arr.flags.c_contiguous or arr.size == 0:
+                    self.buf[start:start + arr.nbytes] = \
+                        np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+                else:
+                    _in_heap(self.buf, start, arr)[...] = arr
         for o, v in var_layout:
             if v.init is not None:
                 self.buf[o:o + len(v.init)] = np.frombuffer(v.init, np.uint8)
@@ -132,6 +160,9 @@ class GlobalHeap:
     def read_back(self, k: int, arr: np.ndarray):
         """Copy argument k's bytes from the heap into the caller's array."""
         o = self.arg_addr[k] - GLOBAL_BASE
+        if not arr.flags.c_contiguous and arr.size:
+            arr[...] = _in_heap(self.buf, o, arr)
+            return
         data = self.buf[o:o + arr.nbytes].view(arr.dtype).reshape(arr.shape)
         arr[...] = data
 
