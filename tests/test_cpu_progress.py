@@ -42,8 +42,8 @@ def _interrupt_after(monkeypatch, n_batches):
     seen = []
     real = progress.Progress.update
 
-    def update(self, done):
-        real(self, done)
+    def update(self, done, *rest):
+        real(self, done, *rest)
         seen.append(done)
         if len(seen) == n_batches:
             raise KeyboardInterrupt
@@ -106,3 +106,45 @@ def test_time_format():
     assert progress._hms(75) == "01:15"
     assert progress._hms(3 * 3600 + 62) == "3:01:02"
     assert progress._hms(2 * 86400 + 3600 * 5 + 60 * 7) == "2d 05h07m"
+
+
+@pyptx.kernel
+def heavy(out: f32[:], n: i32, reps: i32):
+    """One block of long loops: the whole launch is a single batch."""
+    i = pyptx.thread_idx.x
+    s = f32(0.0)
+    for r in range(reps):
+        s += f32(r % 7)
+    if i < n:
+        out[i] = s
+
+
+def test_a_single_heavy_batch_reports_work_done_inside_the_batch(monkeypatch, capsys):
+    """A kernel with few blocks runs as one batch: progress comes from inside it, counted in
+    warp instructions retired (no total is known yet), once the launch has run SHOW_AFTER_S."""
+    monkeypatch.setenv("PYPTX_PROGRESS", "1")
+    monkeypatch.setattr(progress, "clock", FakeClock(step=1.0))   # each reading 1 s later
+    beats = []
+    real = progress.Progress.work
+    monkeypatch.setattr(progress.Progress, "work", lambda self, w: (beats.append(w),
+                                                                     real(self, w)))
+    out = np.zeros(32, np.float32)
+    heavy[1, 32](out, 32, 20000)
+    assert out[0] == sum(r % 7 for r in range(20000))
+    assert len(beats) >= 3 and beats == sorted(beats)             # growing work counts
+    err = capsys.readouterr().err
+    assert "pyptx: 'heavy' on the CPU executor: " in err and "warp instructions" in err
+
+
+def test_later_batches_show_a_fraction_from_instructions_per_block(monkeypatch, capsys):
+    """After a batch has finished, in-batch progress becomes a fraction of the grid: blocks done
+    plus the running batch's share estimated from the instructions per block so far."""
+    monkeypatch.setenv("PYPTX_PROGRESS", "1")
+    monkeypatch.setattr(progress, "clock", FakeClock(step=1.0))
+    bar = progress.Progress("k", total_blocks=100)
+    bar.start(0, 50)
+    bar.update(50, instrs=5000)                 # 100 warp instructions per block
+    bar.start(50, 50)
+    bar.work(2500)                              # half of the second batch
+    err = capsys.readouterr().err
+    assert "75/100 blocks" in err and " 75.0%" in err

@@ -15,6 +15,7 @@ from ...errors import LaunchError, MemoryFault
 from .decode import BARRIER, BRANCH, EXIT, NORMAL, WARPSYNC
 from .memory import Fault, RowSpace
 from .operands import DTYPES, storage_dtype
+from .progress import BEAT
 from . import printf
 
 EXITED = np.int64(1 << 62)
@@ -55,11 +56,14 @@ class State:
         self._special = {}
         self.clock = 0
         self.monitor = None     # instrument.Monitor during a checked launch's batch
+        self.retired = 0        # warp instructions retired by this batch (progress.py)
+        self.beat = None        # progress callback(retired), every BEAT instructions or so
 
     def reuse(self, heap, params):
         """Start another launch of the same geometry on this state: fresh memories and
         registers, without paying for new (page-faulting) allocations."""
         self.heap, self.params = heap, params
+        self.retired = 0
         for a in self._storage:
             a.fill(0)
         self.shared.buf.fill(0)
@@ -137,15 +141,19 @@ def _guard(st, op, sel):
 
 
 def run(st: State):
-    """Run one batch to completion (raises MemoryFault / LaunchError)."""
+    """Run one batch to completion (raises MemoryFault / LaunchError).  `st.retired` counts the
+    warp instructions (an instruction of the uniform loop counts every warp of the batch); at
+    branches, every ~BEAT instructions, `st.beat(st.retired)` reports progress."""
     ops = st.code.ops
     op, sel = None, None
+    n = 0                  # uniform-mode instructions not yet added to st.retired
     try:
         pc, live = 0, None
         while True:
             # ---- uniform mode -----------------------------------------------------------------
             while True:
                 op = ops[pc]
+                n += 1
                 sel = live
                 if op.gslot is not None:
                     sel = _guard(st, op, live)
@@ -161,6 +169,11 @@ def run(st: State):
                         kind == BRANCH and sel.size))):      # else the divergent loop probes
                     op.probe(st, live, sel)
                 if kind == BRANCH:
+                    if n >= BEAT:
+                        st.retired += n * st.n_warps
+                        n = 0
+                        if st.beat is not None:
+                            st.beat(st.retired)
                     if not partial:
                         pc = op.target
                     elif sel.size == 0:
@@ -169,6 +182,7 @@ def run(st: State):
                         break                      # some lanes branch: diverge
                 elif kind == EXIT:
                     if not partial:
+                        st.retired += n * st.n_warps
                         return
                     if sel.size:
                         base = st.tidx if live is None else live
@@ -183,6 +197,8 @@ def run(st: State):
                         op.run(st, sel)
                     pc += 1
             # ---- divergent mode ---------------------------------------------------------------
+            st.retired += n * st.n_warps
+            n = 0
             key = np.full(st.T, EXITED, np.int64)
             key[st.tidx if live is None else live] = pc
             res = _divergent(st, ops, key)
@@ -201,6 +217,7 @@ def _divergent(st, ops, key):
     barpc = np.zeros(T, np.int64)
     wmask = np.zeros(st.n_warps, np.uint64)     # member mask of the warp-sync op being waited on
     first = True        # the uniform loop handed over this very instruction: run it
+    due = st.retired + BEAT * 32
     while True:
         m = key.min()
         if m >= WAITING:
@@ -217,6 +234,11 @@ def _divergent(st, ops, key):
         op = ops[m]
         act = sel if op.gslot is None else _guard(st, op, sel)
         kind = op.kind
+        st.retired += (sel.size + 31) >> 5     # the warps (at most) that issue it
+        if kind == BRANCH and st.retired >= due:
+            due = st.retired + BEAT * 32
+            if st.beat is not None:
+                st.beat(st.retired)
         try:
             if kind == NORMAL:
                 if act.size:

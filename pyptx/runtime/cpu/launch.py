@@ -88,11 +88,14 @@ def launch(ptx_text: str, entry: str, grid, block, args, shared_mem: int = 0, ch
                     State(code, heap, params, grid, block, b0, nb, int(shared_mem))
                 if monitor is not None:
                     monitor.start_batch(st)
+                bar.start(b0, nb)
+                st.beat = bar.work
                 run(st)
+                st.beat = None
                 st.monitor = None           # a cached state must not keep the shadow memory
                 if st.nbytes <= STATE_CACHE_BYTES and len(cache) < 4:
                     cache[key] = st
-                bar.update(b0 + nb)
+                bar.update(b0 + nb, st.retired)
     except KeyboardInterrupt:
         bar.close(interrupted=True)
         raise
