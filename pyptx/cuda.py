@@ -100,16 +100,7 @@ _SIG_NAMES.update({
 _NO_TYPE = ("complex128", "c16", "cpointer", "voidptr", "optional", "Record", "UniTuple")
 
 
-class Signature:
-    """`void(float32[:], int32)` written with type objects (Numba's `Signature`): the
-    argument types and the return type (None for void)."""
-
-    def __init__(self, args, return_type=None):
-        self.args, self.return_type = tuple(args), return_type
-
-    def __repr__(self) -> str:
-        ret = "void" if self.return_type is None else repr(self.return_type)
-        return f"{ret}({', '.join(map(repr, self.args))})"
+Signature = T.Signature          # re-exported: cuda.Signature, void(...)
 
 
 class _Void:

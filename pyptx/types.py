@@ -55,9 +55,12 @@ class ScalarType:
                             f"the shape comes from the argument at launch)")
         return ArrayType(self, len(items))
 
-    def __call__(self, value=0):
+    def __call__(self, value=0, *more):
         """Outside a kernel, `f32(1.5)` is `np.float32(1.5)`; inside a kernel it is a cast.
-        `bf16(1.5)` gives the bit pattern as `np.uint16` (the host form of bf16)."""
+        `bf16(1.5)` gives the bit pattern as `np.uint16` (the host form of bf16).  Called with
+        types, `float32(float32, int32)` is a Numba-style `Signature` (a device function's)."""
+        if more or isinstance(value, (ScalarType, ArrayType)):
+            return Signature((value,) + more, self)
         if self.name == "bf16":
             return np.uint16(bf16_bits(value))
         return self.dtype.type(value)
@@ -274,3 +277,15 @@ def literal_type(value) -> ScalarType:
     if isinstance(value, float):
         return f32
     raise TypeError(f"unsupported literal {value!r}")
+
+
+class Signature:
+    """`void(float32[:], int32)` / `float32(float32)` written with type objects (Numba's
+    `Signature`): the argument types and the return type (None for void)."""
+
+    def __init__(self, args, return_type=None):
+        self.args, self.return_type = tuple(args), return_type
+
+    def __repr__(self) -> str:
+        ret = "void" if self.return_type is None else repr(self.return_type)
+        return f"{ret}({', '.join(map(repr, self.args))})"

@@ -382,3 +382,27 @@ def test_layout_markers_on_type_objects():
     from pyptx import float32, int32
     args, _ = cuda.signature_types((float32[::1], int32[:, ::1]))
     assert repr(args) == "(f32[:], i32[:, :])"
+
+
+def test_scalar_signatures_written_with_type_objects():
+    """`float32(float32, float32)` (a device function's Numba signature) and
+    `void(float32[::1], ...)` are Signatures built from pyptx's types."""
+    import numpy as np
+    from pyptx import float32, int32, void
+    sig = float32(float32, int32)
+    assert cuda.signature_types(sig) == ((pyptx.f32, pyptx.i32), pyptx.f32)
+    assert float32(1.5) == np.float32(1.5)                 # a value is still a conversion
+
+    @cuda.jit(float32(float32, float32), device=True)
+    def addf(a, b):
+        return a + b
+
+    @cuda.jit(void(float32[::1], float32[::1]))
+    def k(x, out):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i] = addf(x[i], 1.0)
+    x = np.arange(8, dtype=np.float32)
+    o = np.zeros(8, np.float32)
+    k[1, 32](x, o)
+    np.testing.assert_array_equal(o, x + 1)
