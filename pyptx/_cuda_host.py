@@ -180,8 +180,7 @@ def np_dtype(dtype) -> np.dtype:
     if isinstance(dtype, T.ScalarType):
         return dtype.dtype
     if type(dtype).__module__.startswith("numba."):
-        from .cuda import from_numba_type
-        t = from_numba_type(dtype)
+        t = T.from_numba_type(dtype)
         if isinstance(t, T.ScalarType):
             return t.dtype
     return np.dtype(dtype)

@@ -30,7 +30,7 @@ import types as pytypes
 import numpy as np
 
 from . import types as T
-from .kernel import DeviceFunction, Kernel
+from .functions import DeviceFunction, KernelBase as Kernel
 
 _NAMES: dict = {}                 # id(code) -> (code, global names, attribute names)
 _MISSING = object()

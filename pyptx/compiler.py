@@ -17,7 +17,7 @@ import numpy as np
 from . import diskcache
 from . import types as T
 from .errors import CompileError, PyptxError
-from .kernel import DeviceFunction, Kernel
+from .functions import DeviceFunction, KernelBase as Kernel
 from .frontend.describe import annotation_text, shown
 from .frontend.signature import ArgSpec  # noqa: F401  (re-exported: pyptx.ArgSpec)
 from .ptx import KernelParam  # noqa: F401  (the backend's record, re-exported as pyptx.KernelParam)

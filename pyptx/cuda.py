@@ -89,13 +89,7 @@ uint8, uint16, uint32, uint64 = T.u8, T.u16, T.u32, T.u64
 boolean, complex64 = T.bool_, T.c64
 f2, f4, f8, i1, i2, i4, i8, u1, u2, u4, u8, b1, c8 = (
     T.f16, T.f32, T.f64, T.i8, T.i16, T.i32, T.i64, T.u8, T.u16, T.u32, T.u64, T.bool_, T.c64)
-_SIG_NAMES = {k: v for k, v in globals().items() if isinstance(v, T.ScalarType)}
-_SIG_NAMES.update({
-    "bool_": T.bool_, "double": T.f64, "float_": T.f32, "single": T.f32, "half": T.f16,
-    "byte": T.u8, "char": T.i8, "uchar": T.u8, "short": T.i16, "ushort": T.u16,
-    "intc": T.i32, "uintc": T.u32, "int_": T.i64, "uint": T.u64, "long_": T.i64,
-    "ulong": T.u64, "longlong": T.i64, "ulonglong": T.u64, "intp": T.i64, "uintp": T.u64,
-    "ssize_t": T.i64, "size_t": T.u64, "void": None, "none": None})
+_SIG_NAMES = T.NUMBA_NAMES
 #: Numba's names pyptx has no type for (a signature using one is a ValueError naming it)
 _NO_TYPE = ("complex128", "c16", "cpointer", "voidptr", "optional", "Record", "UniTuple")
 
@@ -116,17 +110,7 @@ class _Void:
 void = none = _Void()
 
 
-def from_numba_type(t):
-    """A Numba type object (`numba.float32`, `numba.types.int32[:]`) -> the pyptx type, or
-    None; lets `from numba import float32` keep working in ported kernels (dtype= arguments)."""
-    name = getattr(t, "name", None)
-    if not type(t).__module__.startswith("numba.") or not isinstance(name, str):
-        return None
-    dtype, ndim = getattr(t, "dtype", None), getattr(t, "ndim", None)
-    if dtype is not None and isinstance(ndim, int):
-        inner = from_numba_type(dtype)
-        return T.ArrayType(inner, ndim) if isinstance(inner, T.ScalarType) else None
-    return _SIG_NAMES.get(name)
+from_numba_type = T.from_numba_type      # re-exported (it lives with the types)
 
 
 # `float32[::1]`, `int32[:, ::1]`, `int32[::1, :, :]`: Numba's layouts; pyptx reads the rank

@@ -289,3 +289,31 @@ class Signature:
     def __repr__(self) -> str:
         ret = "void" if self.return_type is None else repr(self.return_type)
         return f"{ret}({', '.join(map(repr, self.args))})"
+
+
+#: Numba's type names -> pyptx's types (None: `void`/`none`), for signatures and for the Numba
+#: type objects a ported kernel passes as dtypes (`pyptx.cuda` re-exports the table's names)
+NUMBA_NAMES = {
+    "float16": f16, "float32": f32, "float64": f64, "int8": i8, "int16": i16, "int32": i32,
+    "int64": i64, "uint8": u8, "uint16": u16, "uint32": u32, "uint64": u64, "boolean": bool_,
+    "complex64": c64, "f2": f16, "f4": f32, "f8": f64, "i1": i8, "i2": i16, "i4": i32,
+    "i8": i64, "u1": u8, "u2": u16, "u4": u32, "u8": u64, "b1": bool_, "c8": c64,
+    "bool_": bool_, "double": f64, "float_": f32, "single": f32, "half": f16,
+    "byte": u8, "char": i8, "uchar": u8, "short": i16, "ushort": u16,
+    "intc": i32, "uintc": u32, "int_": i64, "uint": u64, "long_": i64,
+    "ulong": u64, "longlong": i64, "ulonglong": u64, "intp": i64, "uintp": u64,
+    "ssize_t": i64, "size_t": u64, "void": None, "none": None}
+
+
+def from_numba_type(t):
+    """A Numba type object (`numba.float32`, `numba.types.int32[:]`) -> the pyptx type, or
+    None; lets `from numba import float32` keep working in ported kernels (dtype= arguments).
+    Here, with the types, so the frontend needs nothing from `pyptx.cuda`."""
+    name = getattr(t, "name", None)
+    if not type(t).__module__.startswith("numba.") or not isinstance(name, str):
+        return None
+    dtype, ndim = getattr(t, "dtype", None), getattr(t, "ndim", None)
+    if dtype is not None and isinstance(ndim, int):
+        inner = from_numba_type(dtype)
+        return ArrayType(inner, ndim) if isinstance(inner, ScalarType) else None
+    return NUMBA_NAMES.get(name)

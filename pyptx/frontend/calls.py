@@ -16,7 +16,7 @@ import types as pytypes
 
 
 from .. import types as T
-from ..kernel import DeviceFunction, Kernel
+from ..functions import DeviceFunction, KernelBase as Kernel
 from . import arith, memory, templates
 from .source import get_source
 from .describe import annotation_text

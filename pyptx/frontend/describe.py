@@ -16,7 +16,7 @@ def describe(v) -> str:
     """A short noun phrase for a value a kernel is holding ("the i32 parameter 'n'")."""
     from ..dsl import Dim3, Intrinsic, MemorySpace, SpecialRegister
     from ..ir.core import BlockArg, Const, Instr, Param
-    from ..kernel import DeviceFunction, Kernel
+    from ..functions import DeviceFunction, KernelBase as Kernel
     from .memory import BoundView
     from .values import ArrayView
     if isinstance(v, ArrayView):
@@ -117,7 +117,7 @@ def missing_attribute(obj, attr: str, written: str | None = None) -> str:
     """The message for `obj.attr` when `obj` has no such attribute (`written`: how the user
     spelt `obj`, e.g. `np` for numpy)."""
     from ..dsl import Dim3, MemorySpace
-    from ..kernel import DeviceFunction
+    from ..functions import DeviceFunction
     if isinstance(obj, Dim3):
         return (f"pyptx.{obj._name} has no attribute '{attr}'; use pyptx.{obj._name}.x, "
                 f".y or .z")

@@ -305,8 +305,7 @@ class Lowerer:
         if isinstance(v, complex):
             return v
         if type(v).__module__.startswith("numba."):        # `from numba import float32`
-            from ..cuda import from_numba_type
-            t = from_numba_type(v)
+            t = T.from_numba_type(v)
             if t is not None:
                 return t
         if isinstance(v, np.generic):

@@ -357,9 +357,9 @@ def _sync(stream) -> None:
     """A copy given Numba's `stream=`: wait for the stream's queued work first."""
     if stream is None or (type(stream) is int and stream == 0):
         return
-    from ..cuda import Stream
-    if isinstance(stream, (Stream, driver.Stream)):
-        stream.synchronize()
+    sync = getattr(stream, "synchronize", None)     # a pyptx / pyptx.cuda / framework stream
+    if callable(sync):
+        sync()
 
 
 class _View(DeviceArray):
