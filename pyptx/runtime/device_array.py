@@ -238,10 +238,11 @@ class DeviceArray:
         self._freed = True
 
     def __getitem__(self, key) -> "DeviceArray":
-        """`a[i:j]`: a view of consecutive rows (a slice of the first axis with step 1; the
-        only indexing a C-contiguous view can express without copies); `a[i]` of an n-d array
-        is a view of row i, and an index of every axis (`a[3]` of a 1-d array, `a[i, j]`) reads
-        that element back to the host (a numpy scalar), as in Numba."""
+        """Numpy's basic indexing, as in Numba: a selection that is C-contiguous (`a[i:j]`,
+        `a[i]` of an n-d array, `a[2, 1:3]`) is a DeviceArray view; any other (`a[::2]`,
+        `a[:, 0]`) a `StridedView` (strided_view.py) that kernels take as a strided argument;
+        an index of every axis (`a[3]`, `a[i, j]`) reads that element back to the host (a
+        numpy scalar)."""
         if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)) \
                 and self.ndim > 1:
             offset, shape = self._region(key)
@@ -254,18 +255,20 @@ class DeviceArray:
                 self._check_live()
                 capture_check("cuMemcpyDtoH", "DeviceArray.__getitem__()")
                 return self._read(region[0], ())[()]
-        if not isinstance(key, slice) or not self.shape:
-            raise TypeError("a DeviceArray supports a[i:j] (rows, step 1), a[i] and a[i, j, ...]; "
-                            "copy_to_host() for other indexing")
-        start, stop, step = key.indices(self.shape[0])
-        if step != 1:
-            raise TypeError("a DeviceArray slice must have step 1")
-        stop = max(start, stop)
-        shape = (stop - start,) + self.shape[1:]
-        row = self._nbytes // self.shape[0] if self.shape[0] else 0
-        if self._host is not None:
-            return _View(shape, self.dtype, self, host=self._host[start:stop])
-        return _View(shape, self.dtype, self, offset=start * row)
+        if not self.shape:
+            raise TypeError("a 0-d DeviceArray cannot be indexed; copy_to_host() reads it")
+        from .strided_view import StridedView, select
+        shape, strides, offset = select(self, key)      # numpy's basic indexing rules
+        host = None if self._host is None else self._host[key]
+        if not shape:                                   # every axis indexed: one element
+            self._check_live()
+            capture_check("cuMemcpyDtoH", "DeviceArray.__getitem__()")
+            return self._read(offset // self.dtype.itemsize, ())[()]
+        if _contiguous(shape, strides, self.dtype.itemsize):
+            if host is not None:
+                return _View(shape, self.dtype, self, host=host)
+            return _View(shape, self.dtype, self, offset=offset)
+        return StridedView(self, shape, strides, offset, host=host)  # d[::2], d[:, 0], ...
 
     def reshape(self, *shape) -> "DeviceArray":
         """A view of the same memory with another shape (no copy; one dimension may be -1),
@@ -397,6 +400,19 @@ def foreign_view(obj, ptr: int, shape, dtype) -> DeviceArray:
     """A `_Foreign` DeviceArray over `ptr` (device memory of the current context) that keeps
     `obj` alive."""
     return _Foreign(obj, ptr, shape, dtype, driver.context())
+
+
+def _contiguous(shape, strides, itemsize) -> bool:
+    """C-contiguous: each stride the item size times the later dimensions (size-1 axes and
+    empty arrays have any stride)."""
+    if 0 in shape:
+        return True
+    step = itemsize
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n != 1 and s != step:
+            return False
+        step *= n
+    return True
 
 
 def _reshaped(shape: tuple, new: tuple) -> tuple:
