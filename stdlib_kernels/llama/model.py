@@ -18,7 +18,8 @@ cache's pages into head-major float32 K/V and swap q to head-major and the atten
 Decode (`step(token)`): the launches of one token (the same operations with m = 1: dp4a GEMVs,
 fused Q4_K gate/up+SwiGLU, `paged_attention` over the block table) captured once in a
 `pyptx.graph()`; each step writes the token's embedding row, position, cache slot and length
-into device arrays the graph reads and replays it.
+into device arrays the graph reads and replays it (`use_graph = False`: the same launches run
+directly, for profiling and debugging).
 """
 from __future__ import annotations
 
