@@ -15,9 +15,10 @@ Rows (`kernels`): `gemm(variant="tensor_core")` f16 vs `torch.matmul` (cuBLAS) o
 attention`; softmax and rmsnorm (f32) vs torch; the Q4_K dp4a GEMV's weight bandwidth vs a
 device-to-device copy (`cuMemcpyDtoDAsync`, bytes read + written); the launch overhead of a tiny
 kernel with DeviceArrays vs CuPy's RawKernel (numba-cuda without CuPy; benchmarks/bench_launch.py).
-Rows (`decode`): examples/llama_decode.py's tiny GGUF llama, greedy decoding with one
-`pyptx.graph()` replay per token (host writes the token's inputs, `g.launch()`, logits copied
-back), launch by launch, and the GPU time of one replay.
+Rows (`decode`): examples/llama_decode.py's tiny GGUF llama run by `stdlib_kernels.llama.Llama`,
+greedy decoding with one `pyptx.graph()` replay per token (`m.step`: host writes the token's
+inputs, one graph launch, logits copied back), launch by launch (`m.use_graph = False`), and the
+GPU time of one replay.
 
 The kernels are launched directly with the geometry their public function uses (the public
 functions allocate their results per call, which would be timed too), as bench_stdlib.py does.
@@ -396,81 +397,80 @@ def load_example(name: str):
     return mod
 
 
-def decoder_setup():
-    """(the llama_decode example module, its Decoder and float64 Reference) on the tiny model."""
+def decoder_setup(kv_dtype: str = "f16"):
+    """(the llama_decode example module, its model as a `stdlib_kernels.llama.Llama` and the
+    example's float64 Reference) on the tiny GGUF the example writes."""
+    from stdlib_kernels.llama import Llama
     ld = load_example("llama_decode")
-    rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "tiny-llama.gguf")
-        ld.write_model(path, rng)
-        reader = ld.GGUFReader(path)
-        model = ld.Model(reader)
-        del reader
-    return ld, ld.Decoder(model, rng), ld.Reference(model)
+        ld.write_model(path, np.random.default_rng(0))
+        m = Llama.from_gguf(path, kv_dtype=kv_dtype, page_size=ld.PAGE)
+        ref = ld.Reference(path)
+    return ld, m, ref
 
 
 def decode_rows(quick: bool) -> list:
     """Tokens/s of examples/llama_decode.py's model: graph replays, direct launches, GPU time."""
-    import pyptx
-    ld, dec, ref = decoder_setup()
-    positions = ld.PAGES * ld.PAGE                     # the KV pool's capacity
-    dec.set_inputs(ld.PROMPT[0], 0)
-    logits_d, _ = dec.step()                           # step 0 launch by launch
-    with pyptx.graph() as g:                           # the same launches, recorded once
-        replay_logits, _ = dec.step()
-    # one verified pass: every step's logits against the float64 reference (as the example)
-    verify = 4 if quick else 24
-    token, worst, same = ld.PROMPT[0], 0.0, True
+    ld, m, ref = decoder_setup()
+    tol = ld.TOL[m.kv_dtype]
+    positions = m.max_seq                              # the model's context
+    # one verified pass, as the example: the prompt prefilled, then greedy graph steps; every
+    # position's logits against the float64 reference
+    verify = 6 if quick else 24
+    prefill = m.forward(ld.PROMPT)
+    worst, same = 0.0, True
     for t in range(verify):
-        if t:
-            dec.set_inputs(token, t)
-            g.launch()
-            logits_d = replay_logits
-        logits = logits_d.copy_to_host().reshape(-1)
+        if t < len(ld.PROMPT):
+            token, got = ld.PROMPT[t], prefill[t]
+        else:
+            token = int(np.argmax(got))                # greedy
+            got = m.step(token)
         want = ref.step(token, t)
-        worst = max(worst, rel_err(logits, want))
-        same &= int(np.argmax(logits)) == int(np.argmax(want))
-        token = ld.PROMPT[t + 1] if t + 1 < len(ld.PROMPT) else int(np.argmax(logits))
+        worst = max(worst, rel_err(got, want))
+        same &= int(np.argmax(got)) == int(np.argmax(want))
     rounds = 1 if quick else 3
     steps = 8 if quick else positions
     t0 = time.perf_counter()
-    for _ in range(rounds):
+    for _ in range(rounds):                            # m.step: inputs written, one replay,
+        m.reset()                                      # logits copied back
         token = ld.PROMPT[0]
         for t in range(steps):
-            dec.set_inputs(token, t)
-            g.launch()
-            token = int(np.argmax(replay_logits.copy_to_host()))
+            token = int(np.argmax(m.step(token)))
     graph_tps = rounds * steps / (time.perf_counter() - t0)
+    g = m.decode_graph
     direct = 4 if quick else 32
+    m.use_graph = False                                # the same launches one by one
+    m.reset()
     t0 = time.perf_counter()
     token = ld.PROMPT[0]
     for t in range(direct):
-        dec.set_inputs(token, t)
-        logits_d, _ = dec.step()
-        token = int(np.argmax(logits_d.copy_to_host()))
+        token = int(np.argmax(m.step(token)))
     direct_tps = direct / (time.perf_counter() - t0)
+    m.use_graph = True
     replay_ms = event_ms(g.launch, 5 if quick else 100)
-    model_desc = (f"{ld.N_LAYERS} layers, dim {ld.DIM}, vocab {ld.VOCAB}, Q4_K/Q6_K/Q8_0 "
-                  f"weights, {g.launches} launches per step")
-    ok = worst <= ld.TOL and same
+    h = m.hparams
+    model_desc = (f"{h.n_layers} layers, dim {h.dim}, vocab {h.vocab}, Q4_K/Q6_K/Q8_0 "
+                  f"weights, {m.kv_dtype} KV cache, {g.launches} launches per step")
+    ok = worst <= tol and same
 
     def row(name, tps, note, err=None):
         return {"name": name, "unit": "tokens/s", "ours": tps, "ours_ms": 1e3 / tps,
                 "peer": "none (no llama.cpp here)", "peer_value": None, "peer_ms": None,
-                "speedup": None, "err": err, "tol": ld.TOL if err is not None else None,
+                "speedup": None, "err": err, "tol": tol if err is not None else None,
                 "note": note, "error": None, "ok": ok if err is not None else True}
     return [
         row("llama decode: graph replay per token", graph_tps,
-            f"{model_desc}; host writes the token's inputs, g.launch(), logits copied back, "
-            f"argmax; {rounds} x {steps} tokens; first {verify} steps checked against the "
-            f"float64 reference (worst logit error {worst:.2e}, same greedy tokens: {same})",
-            err=worst),
+            f"{model_desc}; Llama.step: host writes the token's inputs, one graph launch, "
+            f"logits copied back, argmax; {rounds} x {steps} tokens; first {verify} positions "
+            f"(prompt prefilled, then steps) checked against the float64 reference (worst "
+            f"logit error {worst:.2e}, same greedy tokens: {same})", err=worst),
         row("llama decode: launch by launch per token", direct_tps,
-            f"dec.step() ({g.launches} launches, results allocated per step) + logits copy; "
-            f"{direct} tokens"),
+            f"Llama.step with use_graph = False ({g.launches} launches, results allocated per "
+            f"step) + logits copy; {direct} tokens"),
         row("llama decode: GPU time of one graph replay", 1e3 / replay_ms,
-            f"CUDA events around back-to-back g.launch() calls: {replay_ms * 1e3:.1f} µs per "
-            f"step (the GPU-bound ceiling of tokens/s)"),
+            f"CUDA events around back-to-back launches of the decode graph: "
+            f"{replay_ms * 1e3:.1f} µs per step (the GPU-bound ceiling of tokens/s)"),
     ]
 
 

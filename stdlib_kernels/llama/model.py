@@ -18,7 +18,8 @@ cache's pages into head-major float32 K/V and swap q to head-major and the atten
 Decode (`step(token)`): the launches of one token (the same operations with m = 1: dp4a GEMVs,
 fused Q4_K gate/up+SwiGLU, `paged_attention` over the block table) captured once in a
 `pyptx.graph()`; each step writes the token's embedding row, position, cache slot and length
-into device arrays the graph reads and replays it.
+into device arrays the graph reads and replays it (`use_graph = False`: the same launches run
+directly, for profiling and debugging).
 """
 from __future__ import annotations
 
@@ -57,12 +58,13 @@ class Llama:
     """A llama GGUF model with a paged KV cache for one sequence (module docstring).
 
     Build it with `Llama.from_gguf(path)`; `forward(tokens)` → logits `[n, vocab]` (prefill,
-    appends to the cache), `step(token)` → logits `[vocab]` (decode, one graph replay),
+    appends to the cache), `step(token)` → logits `[vocab]` (decode, one graph replay, or
+    launch by launch with `use_graph = False`),
     `reset()`, `generate(prompt, max_new_tokens, temperature=0.0, seed=None)`, `kv_bytes()`.
     """
 
     def __init__(self, gguf: GGUFModel, max_seq: int | None = None, kv_dtype: str = "f16",
-                 page_size: int = 16):
+                 page_size: int = 16, use_graph: bool = True):
         h = gguf.hparams
         self.hparams, self.metadata, self.path = h, gguf.metadata, gguf.path
         if kv_dtype not in KV_DTYPES:
@@ -107,23 +109,28 @@ class Llama:
         self._len = pyptx.to_device(np.zeros(1, np.int32))
         self._graph = None
         self._graph_logits = None
+        #: decode by one graph replay (True) or launch by launch (False: for profiling and
+        #: debugging; the same launches and logits, results allocated per step)
+        self.use_graph = bool(use_graph)
         self.length = 0
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
     def from_gguf(cls, path, max_seq: int | None = None, kv_dtype: str = "f16",
-                  page_size: int = 16, device=None) -> "Llama":
+                  page_size: int = 16, device=None, use_graph: bool = True) -> "Llama":
         """Read a llama GGUF file (loader docstring) and upload it.  `max_seq` (default the
         file's context_length) sizes the KV cache; `kv_dtype` "f16" (llama.cpp's and vLLM's
         default: half the bytes on the bandwidth-bound decode path) or "f32"; `device` an index
-        or pyptx device the model lives on (default the current one)."""
+        or pyptx device the model lives on (default the current one); `use_graph` False makes
+        `step` run its launches one by one instead of replaying the decode graph (the
+        `use_graph` attribute, changeable at any time)."""
         if kv_dtype not in KV_DTYPES:
             raise ValueError(f"Llama: kv_dtype must be one of {KV_DTYPES}, got {kv_dtype!r}")
         gguf = read_gguf(path)
         if device is None:
-            return cls(gguf, max_seq, kv_dtype, page_size)
+            return cls(gguf, max_seq, kv_dtype, page_size, use_graph)
         with pyptx.use_device(device):
-            m = cls(gguf, max_seq, kv_dtype, page_size)
+            m = cls(gguf, max_seq, kv_dtype, page_size, use_graph)
         m._device = device
         return m
 
@@ -208,7 +215,8 @@ class Llama:
     # -- decode ------------------------------------------------------------------------------
     def step(self, token) -> np.ndarray:
         """Logits float32 `[vocab]` of one token (appended to the KV cache): one replay of
-        the decode graph."""
+        the decode graph (captured on the first step), or the same launches one by one when
+        `use_graph` is False."""
         ids = self._tokens([token] if np.ndim(token) == 0 else token, "token")
         if ids.size != 1:
             raise ValueError(f"Llama: step takes one token, got {ids.size}")
@@ -218,12 +226,15 @@ class Llama:
             self._x.copy_from_host(self.embed(ids))
             self._pos.copy_from_host(np.array([t], np.int32))
             self._len.copy_from_host(np.array([t + 1], np.int32))
-            if self._graph is None:
-                with pyptx.graph() as g:
-                    self._graph_logits = self._decode_launches()
-                self._graph = g
-            self._graph.launch()
-            logits = self._graph_logits.copy_to_host().reshape(-1)
+            if not self.use_graph:
+                logits = self._decode_launches().copy_to_host().reshape(-1)
+            else:
+                if self._graph is None:
+                    with pyptx.graph() as g:
+                        self._graph_logits = self._decode_launches()
+                    self._graph = g
+                self._graph.launch()
+                logits = self._graph_logits.copy_to_host().reshape(-1)
         self.length += 1
         return logits
 
@@ -243,6 +254,12 @@ class Llama:
             y = sk.rmsnorm(x, lw["ffn_norm"], h.eps)
             x = sk.add(x, lw["ffn_down"](self._mlp(lw, y, 1)))
         return self.output(sk.rmsnorm(x, self.output_norm, h.eps))
+
+    @property
+    def decode_graph(self):
+        """The captured decode graph (`launch()`, `launches`), None before the first graph
+        step: replaying it alone redoes the last step's position (for timing)."""
+        return self._graph
 
     # -- the rest ----------------------------------------------------------------------------
     def reset(self) -> None:
