@@ -429,7 +429,7 @@ def test_real_bindings_accept_every_capture_call_pyptx_makes(fake, monkeypatch):
 def _decode_step_outputs(tokens=4):
     """rmsnorm → rope → paged_kv_scatter → paged_attention → add on DeviceArrays, captured once
     (first use inside the capture: modules load there) and replayed per token; the host writes
-    input, position, slot and length between replays, as examples/llama_decode.py does."""
+    input, position, slot and length between replays, as stdlib_kernels.llama's decode step does."""
     import stdlib_kernels as sk
     r = np.random.default_rng(5)
     ps, heads, hd, pages = 4, 2, 16, 3
