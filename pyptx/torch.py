@@ -97,14 +97,17 @@ OPS = (
        result=_rows_of(lambda a: a["w_gate"].shape[0])),
     Op("rope", "Tensor x, Tensor positions, float theta=10000.0, str layout=\"neox\"",
        result=_like("x")),
-    Op("flash_attention", "Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None",
+    Op("flash_attention", "Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
+       "int? window=None, float? softcap=None",
        result=_like("q", keep_dtype=True)),
     Op("decode_attention",
-       "Tensor q, Tensor k_cache, Tensor v_cache, int seq_len, int? num_splits=None",
+       "Tensor q, Tensor k_cache, Tensor v_cache, int seq_len, int? num_splits=None, "
+       "int? window=None, float? softcap=None",
        result=_like("q")),
     Op("kv_scatter", "Tensor src, Tensor(a!) cache, int pos", mutates=IN_PLACE["kv_scatter"]),
     Op("paged_attention", "Tensor q, Tensor k_pages, Tensor v_pages, Tensor block_table, "
-       "Tensor seq_lens, float? scale=None", result=_like("q")),
+       "Tensor seq_lens, float? scale=None, int? max_seq_len=None, int? window=None, "
+       "float? softcap=None", result=_like("q")),
     Op("paged_kv_scatter", "Tensor k, Tensor v, Tensor(a!) k_pages, Tensor(b!) v_pages, "
        "Tensor slots", mutates=IN_PLACE["paged_kv_scatter"]),
     Op("q4k_matmul", "Tensor x, Tensor w, int n, str path=\"auto\"",

@@ -512,13 +512,6 @@ def test_requires_grad_inputs():
 
 # ---- other frameworks (not installed here: skipped with the reason) ------------------------------
 
-def test_jax_arrays_in_jax_arrays_out():
-    jnp = pytest.importorskip("jax.numpy", reason="JAX is not installed")
-    x = jnp.asarray(randn(gen(25), 3, 8).numpy())
-    y = sk.softmax(x)
-    assert type(y).__module__.split(".")[0] in ("jax", "jaxlib")
-    np.testing.assert_allclose(np.asarray(y), sk.softmax(np.asarray(x)), rtol=0, atol=0)
-
 
 def test_cupy_arrays_in_cupy_arrays_out(monkeypatch):
     cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
