@@ -14,6 +14,9 @@ from .casloop import cas_loop
 from .values import PY_SCALARS, ArrayView, is_const, make_const
 
 REGISTRY: dict = {}
+#: DSL markers the frontend lowers as syntax (the `for` statement, calls.py / loops.py), not
+#: through REGISTRY
+SPECIAL_FORMS = frozenset({"range", "static_range"})
 _MISSING = object()
 FULL_MASK = 0xFFFFFFFF
 
