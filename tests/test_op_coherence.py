@@ -164,3 +164,17 @@ def cpu_must_cover() -> dict[str, frozenset[str]]:
 def test_cpu_hook_lists_both_sides():
     got = cpu_must_cover()
     assert "mma" in got["ptx"] and "mma" in got["ir"] and "bra" in got["ptx"]
+
+
+def test_the_checklist_in_the_docs_names_every_place():
+    """docs/architecture.md, "Adding an intrinsic": five steps, each pointing at a real place."""
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parent.parent
+    doc = (root / "docs" / "architecture.md").read_text()
+    section = doc.split("## Adding an intrinsic", 1)[1].split("\n## ", 1)[0]
+    steps = re.findall(r"^(\d)\. \*\*", section, re.M)
+    assert steps == ["1", "2", "3", "4", "5"]
+    for place in ("pyptx/dsl.py", "pyptx/frontend/intrinsics.py", "pyptx/ir/ops/",
+                  "pyptx/ptx/lower_", "pyptx/runtime/cpu/decode.py"):
+        assert place in section
+        assert list(root.glob(place.rstrip("/") + ("*" if place.endswith("_") else ""))), place

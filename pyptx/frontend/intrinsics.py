@@ -1,7 +1,8 @@
 """The intrinsic registry: DSL name -> lowering function.
 
 Adding an intrinsic is one marker in `pyptx/dsl.py` (or `pyptx/math.py`) plus one
-`@intrinsic("name", params...)` lowering here (math functions live in `mathfns.py`).  A lowering
+`@intrinsic("name", params...)` lowering here (math functions live in `mathfns.py`); a new IR op
+also needs its record and PTX lowering (docs/architecture.md, "Adding an intrinsic").  A lowering
 receives the lowering context and its arguments already bound by name.
 """
 from __future__ import annotations
