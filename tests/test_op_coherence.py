@@ -111,7 +111,7 @@ def test_a_missing_dsl_marker_is_named():
         "frontend lowering 'popc' has no DSL marker (pyptx/dsl.py, math.py, cuda.py)"]
 
 
-def test_a_record_without_type_rule_is_named(monkeypatch):
+def test_a_record_without_type_rule_is_named():
     import dataclasses
     ops = dict(OPS, mma=dataclasses.replace(OPS["mma"], check=None))
     assert problems(ops=ops) == [

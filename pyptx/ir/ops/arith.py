@@ -6,7 +6,7 @@ f16, correctly rounded.
 """
 from __future__ import annotations
 
-from ...types import ScalarType, bool_
+from ...types import PtrType, ScalarType, bool_
 from . import numeric as N
 from .record import family, is_float, is_int, is_num, rule
 
@@ -43,7 +43,6 @@ def _check_cmp(c, ins, T, a):
 
 
 def _width(t):
-    from ...types import PtrType
     if isinstance(t, PtrType):
         return 64
     if isinstance(t, ScalarType):
