@@ -68,7 +68,8 @@ shared = MemorySpace("shared", "array", "dynamic")
 local = MemorySpace("local", "array")
 
 #: Every DSL function, one name each: the frontend's registry (pyptx/frontend/intrinsics.py)
-#: holds the lowering of each.  Adding an intrinsic = a name here + its lowering there.
+#: holds the lowering of each.  Adding an intrinsic: docs/architecture.md, "Adding an intrinsic"
+#: (tests/test_op_coherence.py checks that every name here has its lowering).
 _FUNCTIONS = ("grid lane_id syncthreads syncwarp threadfence shfl_xor shfl_down shfl_up "
               "shfl_idx vote_any vote_all ballot atomic_add atomic_min atomic_max atomic_exch "
               "atomic_and atomic_or atomic_xor atomic_cas popc clz brev dp4a bitcast "

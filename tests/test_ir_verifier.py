@@ -141,3 +141,27 @@ def test_value_from_another_function():
             "another function")
     _breaks(lambda f: _block(f, "body").instrs[0].operands.__setitem__(
         1, _block(other, "body").args[0]), "not defined in this function")
+
+
+def _insert_in_body(ins):
+    """A mutation putting `ins` at the top of ^body (which has the f32 load %4 and tile)."""
+    def m(f):
+        b = _block(f, "body")
+        ins.block = b
+        b.instrs.insert(0, ins)
+    return m
+
+
+def test_tensor_core_ops_have_type_rules():
+    """The five tensor-core ops are checked like every other op (their records' `check`)."""
+    u, f = Const(T.u32, 0), Const(T.f32, 0.0)
+    vec = T.VecType(T.f32, 4)
+    _breaks(_insert_in_body(Instr("mma", [u] * 6 + [f] * 3 + [u], vec, {"atype": "f16"})),
+            "mma: six u32")
+    _breaks(_insert_in_body(Instr("mma", [u] * 6 + [f] * 4, vec, {"atype": "f32"})),
+            "atype must be f16 or bf16")
+    _breaks(_insert_in_body(Instr("pack2", [f, u], T.u32, {"dtype": "f16"})), "pack2: two f32")
+    _breaks(_insert_in_body(Instr("cp_async_wait", [], None, {"n": -1})), "non-negative")
+    _breaks(_insert_in_body(Instr("cp_async", [u, u], None, {"nbytes": 16})), "shared dst")
+    _breaks(_insert_in_body(Instr("ldmatrix", [u], T.VecType(T.u32, 4), {"count": 3})),
+            "count 1, 2 or 4")

@@ -1,7 +1,8 @@
 """The intrinsic registry: DSL name -> lowering function.
 
 Adding an intrinsic is one marker in `pyptx/dsl.py` (or `pyptx/math.py`) plus one
-`@intrinsic("name", params...)` lowering here (math functions live in `mathfns.py`).  A lowering
+`@intrinsic("name", params...)` lowering here (math functions live in `mathfns.py`); a new IR op
+also needs its record and PTX lowering (docs/architecture.md, "Adding an intrinsic").  A lowering
 receives the lowering context and its arguments already bound by name.
 """
 from __future__ import annotations
@@ -14,6 +15,9 @@ from .casloop import cas_loop
 from .values import PY_SCALARS, ArrayView, is_const, make_const
 
 REGISTRY: dict = {}
+#: DSL markers the frontend lowers as syntax (the `for` statement, calls.py / loops.py), not
+#: through REGISTRY
+SPECIAL_FORMS = frozenset({"range", "static_range"})
 _MISSING = object()
 FULL_MASK = 0xFFFFFFFF
 

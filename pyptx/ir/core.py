@@ -4,7 +4,7 @@ Why block arguments: `break`, `continue` and early `return` inside loops are pla
 and a loop-carried variable is an argument of the loop header.  A branch passes one value per
 argument of its target (`br ^head(%i1, %s1)`), so there are no phi nodes to keep in sync.
 
-Shapes of the data (see OPS in `ops.py` for what each opcode means):
+Shapes of the data (see the records in `ops/` for what each opcode means):
 
     Function  name, params [Param], blocks [Block] (blocks[0] is the entry, it has no args),
               shared [MemDecl], locals [MemDecl], consts [MemDecl with data],
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..types import PtrType, ScalarType
+from .ops import TERMINATORS  # noqa: F401  (the ops whose record has `succs`)
 
 Type = "ScalarType | PtrType"
 
@@ -105,7 +106,6 @@ class Instr(Value):
         return f"Instr({self.op}, {self.type!r}, {len(self.operands)} operands)"
 
 
-TERMINATORS = frozenset({"br", "cbr", "ret"})
 
 
 class Block:

@@ -1,7 +1,7 @@
 """Optimisation passes over the IR, and the pipeline the compiler runs.
 
 Every pass is `run(fn) -> bool` (changed?), rewrites in place and preserves the exact semantics
-of ops.py (fma contraction changes rounding on purpose, and only when asked).
+of the op records, ir/ops/ (fma contraction changes rounding on purpose, and only when asked).
 
     opt_level 0: unreachable blocks removed, floor `//`/`%` expanded (strength, no sign facts)
     opt_level 1: constfold, dce, simplifycfg, strength

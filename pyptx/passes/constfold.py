@@ -2,9 +2,10 @@
 
 Why only exact rewrites: the GPU, the CPU executor and numpy must agree bit for bit, so an
 identity is applied only when it holds for every input of that type: `x + 0` and `x * 0` only for
-ints (`-0.0 + 0.0` is `+0.0`; `inf * 0` is NaN), `x * 1` / `x / 1` for ints and floats, and `gep p, 0` is `p`.  Folding
-itself is `evaluate.evaluate`.  `select` and `cbr` on a constant condition pick their side, and a
-`trap_if` on a constant false condition (a run-time check of an index that became known) goes.
+ints (`-0.0 + 0.0` is `+0.0`; `inf * 0` is NaN), `x * 1` / `x / 1` for ints and floats, and
+`gep p, 0` is `p`.  Folding itself is `evaluate.evaluate` (each op record's `fold`).  `select`
+and `cbr` on a constant condition pick their side, and a `trap_if` on a constant false condition
+(a run-time check of an index that became known) goes.
 
 One sweep in reverse postorder (every definition is seen before its uses), with a replacement map
 applied to operands on the fly; one final sweep rewrites uses the first one could not reach.
@@ -13,10 +14,8 @@ from __future__ import annotations
 
 from ..ir.analysis import cfg, replace_uses, resolver, rewrite_operands
 from ..ir.core import Const, Function, Instr
-from ..ir.ops import OPS
+from ..ir.ops import FOLDS
 from .evaluate import evaluate
-
-_NEVER_FOLD = frozenset({"approx", "sreg", "addr", "gep"})
 
 
 def _is(c, value) -> bool:
@@ -102,10 +101,9 @@ def simplify(ins: Instr):
     return None
 
 
-#: ops `fold_instr` looks at (pure, with a result, not in _NEVER_FOLD), and the ops `simplify`
-#: has a rule for: a set lookup instead of re-deriving both for every instruction.
-_FOLDABLE = frozenset(name for name, info in OPS.items()
-                      if info.pure and info.result and name not in _NEVER_FOLD)
+#: ops `fold_instr` looks at (their record has a `fold`), and the ops `simplify` has a rule for:
+#: a set lookup instead of re-deriving both for every instruction.
+_FOLDABLE = frozenset(FOLDS)
 _FOLDABLE_OR_GEP = _FOLDABLE | {"gep"}
 _SIMPLIFIED = frozenset({"select", "add", "sub", "mul", "div", "and", "or", "xor", "shl", "shr",
                          "cvt", "neg", "not"})

@@ -5,17 +5,15 @@ it dominates (the branches of an `if`, a loop body), and nowhere else.  One preo
 tree with a hash table plus an undo log per scope gives global CSE in linear time.
 
 The key of an instruction is (op, result type, attributes, operand keys); the operands of
-commutative ops are put in a canonical order first.  Float `min`/`max` are not treated as
-commutative (two zeros of opposite sign may depend on the order).
+commutative ops (their record's `commutative`) are put in a canonical order first.  Float
+`min`/`max` are not treated as commutative (two zeros of opposite sign may depend on the order).
 """
 from __future__ import annotations
 
 from ..ir.analysis import DomTree, cfg, replace_uses, resolver, rewrite_operands
 from ..ir.core import Const, Function
-from ..ir.ops import OPS
+from ..ir.ops import COMMUTATIVE as _COMMUTATIVE, INT_COMMUTATIVE as _INT_COMMUTATIVE, OPS
 
-_COMMUTATIVE = frozenset({"add", "mul", "and", "or", "xor", "mulhi", "mulwide"})
-_INT_COMMUTATIVE = frozenset({"min", "max"})
 _PURE_VALUE_OPS = frozenset(name for name, info in OPS.items() if info.pure)
 _TYPE_KEYS: dict = {}
 

@@ -1,7 +1,7 @@
 """Integer strength reduction, and the expansion of Python's floor `//` and `%`.
 
 The frontend lowers integer `a // b` and `a % b` to one op each, `floordiv` / `floormod` (total
-functions with Python/numpy semantics, ops.py), so that constant folding, CSE and LICM see one
+functions with Python/numpy semantics, ir/ops/), so that constant folding, CSE and LICM see one
 pure op instead of a guard sequence.  This pass replaces them by what PTX has, choosing the
 cheapest exact form:
 

@@ -15,10 +15,19 @@ from ..types import PtrType
 from . import lower_compute, lower_memory, lower_sync  # noqa: F401  (register the lowerings)
 from . import lower_vector  # noqa: F401
 from . import lower_tensorcore  # noqa: F401
-from .emitter import LOWERINGS, FunctionEmitter
+from .emitter import EMITTER_MNEMONICS, LOWERINGS, FunctionEmitter
 from .tables import format_version, suffixes
 
-__all__ = ["KernelParam", "PtxModule", "emit", "LOWERINGS"]
+__all__ = ["KernelParam", "PtxModule", "emit", "LOWERINGS", "ptx_mnemonics"]
+
+
+def ptx_mnemonics() -> frozenset[str]:
+    """Every PTX mnemonic (the first dotted part of an instruction: 'add', 'cvt', 'mma', ...)
+    this backend may emit: the op records' `ptx` plus the emitter's own.  The contract with any
+    consumer of the PTX text, such as the CPU executor's decoder, which must build each one
+    (tests/test_op_coherence.py checks the list against the PTX of real kernels)."""
+    from ..ir.ops import ptx_mnemonics as of_ops
+    return of_ops() | EMITTER_MNEMONICS
 
 
 class KernelParam(NamedTuple):

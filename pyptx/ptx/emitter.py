@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..errors import CompileError
 from ..ir.core import Const, Function, Instr
+from ..ir.ops import OPS
 from ..types import PtrType
 from . import tables as tb
 from .copies import sequentialize
@@ -18,12 +19,27 @@ from .names import Namer, ascii_text, immediate
 #: op -> lowering function(em, instr); filled by the lower_* modules
 LOWERINGS: dict = {}
 
+#: PTX mnemonics the emitter writes itself, outside any op's lowering: parameter loads
+#: (`ld.param`, `cvta.to.global`, `setp` for bool parameters) and constants moved to registers
+EMITTER_MNEMONICS = frozenset({"ld", "cvta", "setp", "mov"})
+
+
+def _gated(lower, feature: str):
+    """`lower` preceded by the check of the feature every use of the op needs (its record's
+    `gate`): the lowering itself then only checks what depends on types."""
+    def gated(em, ins):
+        em.need(feature, ins)
+        lower(em, ins)
+    return gated
+
 
 def lowers(*ops):
-    """Decorator registering a lowering for IR ops."""
+    """Decorator registering a lowering for IR ops (each must have a record in `ir.ops.OPS`;
+    an op whose record has a `gate` gets the feature check wrapped around its lowering)."""
     def deco(f):
         for op in ops:
-            LOWERINGS[op] = f
+            gate = OPS[op].gate
+            LOWERINGS[op] = f if gate is None else _gated(f, gate[0])
         return f
     return deco
 

@@ -120,7 +120,6 @@ def lower_bitcount(em, ins) -> None:
 
 @lowers("dp4a")
 def lower_dp4a(em, ins) -> None:
-    em.need("dp4a", ins)
     a, b, c = ins.operands
     em.i(f"dp4a.{a.type.ptx}.{b.type.ptx} {em.dst(ins)}, {em.reg(a)}, {em.src(b)}, {em.src(c)}")
 

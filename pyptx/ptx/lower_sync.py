@@ -32,7 +32,6 @@ def lower_barrier(em, ins) -> None:
 
 @lowers("syncwarp")
 def lower_syncwarp(em, ins) -> None:
-    em.need("sync.warp", ins)
     em.i(f"bar.warp.sync {em.src(ins.operands[0])}")
 
 
@@ -49,7 +48,6 @@ def _shfl32(em, mode: str, d: str, a: str, lane: str, mask: str) -> None:
 
 @lowers("shfl")
 def lower_shfl(em, ins) -> None:
-    em.need("sync.warp", ins)
     v, lane, mask = ins.operands
     mode = ins.attrs["mode"]
     if mode not in tb.SHFL_C:
@@ -81,13 +79,11 @@ def lower_shfl(em, ins) -> None:
 
 @lowers("activemask")
 def lower_activemask(em, ins) -> None:
-    em.need("sync.warp", ins)
     em.i(f"activemask.b32 {em.dst(ins)}")
 
 
 @lowers("vote")
 def lower_vote(em, ins) -> None:
-    em.need("sync.warp", ins)
     p, mask = ins.operands
     mode = ins.attrs["mode"]
     if mode == "ballot":
@@ -171,7 +167,6 @@ def lower_print(em, ins) -> None:
 
 @lowers("match")
 def lower_match(em, ins) -> None:
-    em.need("match.sync", ins)
     v, mask = ins.operands
     bits = "b64" if v.type.bits == 64 else "b32"
     mode = ins.attrs["mode"]
@@ -183,7 +178,6 @@ def lower_match(em, ins) -> None:
 
 @lowers("barrier_red")
 def lower_barrier_red(em, ins) -> None:
-    em.need("bar.red", ins)
     mode = ins.attrs["mode"]
     typ = "u32" if mode == "popc" else "pred"
     em.i(f"bar.red.{mode}.{typ} {em.dst(ins)}, 0, {em.reg(ins.operands[0])}")

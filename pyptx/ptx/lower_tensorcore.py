@@ -19,7 +19,6 @@ def _vec(regs) -> str:
 
 @lowers("mma")
 def lower_mma(em, ins) -> None:
-    em.need("mma", ins)
     atype = ins.attrs["atype"]
     if atype not in ("f16", "bf16"):
         raise em.error(f"mma: unsupported input type {atype!r}", ins)
@@ -30,7 +29,6 @@ def lower_mma(em, ins) -> None:
 
 @lowers("ldmatrix")
 def lower_ldmatrix(em, ins) -> None:
-    em.need("ldmatrix", ins)
     count = int(ins.attrs["count"])
     trans = ".trans" if ins.attrs.get("trans") else ""
     em.i(f"ldmatrix.sync.aligned.m8n8.x{count}{trans}.shared.b16 {_vec(_lanes(em, ins))}, "
@@ -39,7 +37,6 @@ def lower_ldmatrix(em, ins) -> None:
 
 @lowers("cp_async")
 def lower_cp_async(em, ins) -> None:
-    em.need("cp.async", ins)
     n = int(ins.attrs["nbytes"])
     dst, src, *fill = ins.operands
     cache = "cg" if n == 16 else "ca"          # .cg (L2 only) exists for 16-byte copies alone
@@ -52,7 +49,6 @@ def lower_cp_async(em, ins) -> None:
 
 @lowers("cp_async_wait")
 def lower_cp_async_wait(em, ins) -> None:
-    em.need("cp.async", ins)
     em.i("cp.async.commit_group")
     em.i(f"cp.async.wait_group {int(ins.attrs['n'])}")
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from ..ir import ops as ir_ops
+from ..ir.ops import ptx_features
 from ..types import PtrType, ScalarType, u32, u64
 
 # ---- registers ---------------------------------------------------------------------------------
@@ -175,12 +177,11 @@ ATOM_TYPES: dict[str, dict[str, str]] = {
 #: shfl mode -> the `c` operand (clamp 31 for bfly/down/idx; 0 for up: segment starts at lane 0)
 SHFL_C = {"bfly": "0x1f", "down": "0x1f", "idx": "0x1f", "up": "0"}
 
-SREGS = frozenset(f"{r}.{d}" for r in ("tid", "ntid", "ctaid", "nctaid") for d in "xyz") | {
-    "laneid", "warpid"} | {f"lanemask_{c}" for c in ("lt", "le", "eq", "gt", "ge")}
+SREGS = frozenset(ir_ops.SREGS)
 
 FENCES = {"gl": "membar.gl", "cta": "membar.cta", "sys": "membar.sys"}
 
-APPROX = frozenset({"ex2", "lg2", "sin", "cos", "tanh", "rsqrt", "rcp", "sqrt"})
+APPROX = frozenset(ir_ops.APPROX_FNS)
 
 # ---- PTX ISA versions --------------------------------------------------------------------------
 
@@ -194,22 +195,10 @@ ARCH_MIN_ISA: dict[str, int] = {
     "sm_120": 87, "sm_120a": 87, "sm_120f": 88, "sm_121": 88, "sm_121a": 88, "sm_121f": 88,
 }
 
-#: instruction features that need more than the base: name -> (min ISA x10, min sm)
-FEATURES: dict[str, tuple[int, int]] = {
-    "tanh.approx.f32": (70, 75),
-    "minmax.f16": (70, 80),
-    "abs.f16": (65, 53),
-    "neg.f16": (60, 53),
-    "dp4a": (50, 61),
-    "sync.warp": (60, 30),        # shfl.sync, vote.sync, bar.warp.sync
-    "atom.add.f64": (50, 60),
-    "mma": (70, 80),              # mma.sync.aligned.m16n8k16 (f16 / bf16 inputs)
-    "ldmatrix": (70, 80),         # ldmatrix.sync.aligned.m8n8 (sm_75 has it; tensor cores: sm_80)
-    "cp.async": (70, 80),
-    "match.sync": (60, 70),
-    "bar.red": (60, 30),
-    "cvt.f16x2.f32": (70, 80),    # cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32: two f32 -> one word
-}
+#: instruction features that need more than the base: name -> (min ISA x10, min sm).  Each is
+#: declared by the op records that need it (`gate`: every use, checked by the emitter before the
+#: lowering runs; `features`: some types, the lowering calls `em.need`)
+FEATURES: dict[str, tuple[int, int]] = ptx_features()
 
 _ARCH_RE = re.compile(r"^sm_(\d+)([af]?)$")
 
