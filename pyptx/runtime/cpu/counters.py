@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .decode import BRANCH
+from .opkinds import BRANCH
 
 
 def _lanes(st, sel):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import LaunchError, MemoryFault
-from .decode import BARRIER, BRANCH, EXIT, NORMAL, WARPSYNC
+from .opkinds import BARRIER, BRANCH, EXIT, NORMAL, WARPSYNC
 from .memory import Fault, RowSpace
 from .operands import DTYPES, storage_dtype
 from .progress import BEAT

@@ -8,9 +8,10 @@ while its ops are built:
   turning an address into bytes of global, shared or local memory, used by ld/st/atom/red and by
   any later memory instruction that asks it for bytes) wraps its per-space functions with it,
   so every access reaches `Monitor.access` with its lanes, byte indices, size and kind.
-* `instrument_op` — counts each executed op (profile) and marks warp-synchronising ops
-  (shfl/vote/bar.warp.sync) for the sanitizer; ops the scheduler runs itself (branch, exit,
-  barrier) get an `Op.probe` the executor calls when they execute or release.
+* `instrument_op` — counts each executed op (profile) under the class its builder registered
+  with (opkinds.builds) and marks warp-synchronising ops (shfl/vote/match/bar.warp.sync) for
+  the sanitizer; ops the scheduler runs itself (branch, exit, barrier) get an `Op.probe` the
+  executor calls when they execute or release.
 
 `Monitor` is the per-launch object (`st.monitor`) that fans these events out to the sanitizer
 (`sanitizer.py`) and the profiler counters (`counters.py`).
@@ -19,49 +20,13 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .decode import BARRIER, BRANCH, EXIT, WARPSYNC, types_of
-from .operands import DTYPES
+from .opkinds import BARRIER, BRANCH, EXIT, WARPSYNC
 
 
 class Mode(NamedTuple):
     race: bool
     init: bool
     profile: bool
-
-
-_SFU = {"ex2", "lg2", "sin", "cos", "tanh", "rsqrt"}
-_CLASS = {"bra": "control", "ret": "control", "exit": "control", "bar": "sync",
-          "barrier": "sync", "membar": "sync", "fence": "sync", "shfl": "warp", "vote": "warp",
-          "activemask": "warp", "cvt": "convert", "mov": "move", "cvta": "move",
-          "call": "call", "nop": "other", "ldmatrix": "ld.shared", "cp": "cp.async",
-          "mma": "tensor"}
-_MEMORY = {"ld": "ld", "ldu": "ld", "st": "st", "atom": "atom", "red": "atom"}
-_FLOPS = {"add": 1, "sub": 1, "mul": 1, "fma": 2, "mad": 2}
-
-
-def classify(parts) -> tuple:
-    """(instruction class, flops per thread) of an opcode split at its dots."""
-    base = parts[0]
-    if base in _MEMORY:
-        space = next((p for p in parts[1:] if p in ("global", "shared", "local", "param",
-                                                    "const")), "generic")
-        return f"{_MEMORY[base]}.{space}", 0
-    if base == "bar" and "warp" in parts:
-        return "warp", 0
-    if base == "mma":                 # m16n8k16: 2*m*n*k flops per warp, spread over 32 lanes
-        shape = next((p for p in parts if p.startswith("m") and "n" in p and "k" in p), "")
-        m, _, rest = shape[1:].partition("n")
-        n, _, k = rest.partition("k")
-        return "tensor", (2 * int(m) * int(n) * int(k) // 32 if m and n and k else 0)
-    if base in _CLASS:
-        return _CLASS[base], 0
-    if base in _SFU or "approx" in parts:
-        return "sfu", 0
-    types = types_of(parts)
-    dt = DTYPES[types[-1]] if types else None
-    if dt is not None and dt.kind == "f":
-        return f"fp{8 * dt.itemsize}", _FLOPS.get(base, 0)
-    return "int", 0
 
 
 def track_access(ctx, space: str, access: str, locate_fn):
@@ -76,12 +41,13 @@ def track_access(ctx, space: str, access: str, locate_fn):
     return tracked
 
 
-def instrument_op(ctx, op, parts) -> None:
-    """Hook one decoded op.  Ops the scheduler releases itself (branch, exit, barrier) get a
-    probe, keyed on their kind: `bar.red` (syncthreads_count/and/or) is a barrier that also has
-    a `run` (its reduction), and wrapping that run instead would hide the barrier from the
-    sanitizer, which would then report correct code ordered by it as a race."""
-    cls, flops = classify(parts)
+def instrument_op(ctx, op, cls: str, flops: int) -> None:
+    """Hook one decoded op, counted under its profiler class `cls` with `flops` per active
+    thread (from its builder's registration, opkinds.Builder.classify).  Ops the scheduler
+    releases itself (branch, exit, barrier) get a probe, keyed on their kind: `bar.red`
+    (syncthreads_count/and/or) is a barrier that also has a `run` (its reduction), and wrapping
+    that run instead would hide the barrier from the sanitizer, which would then report
+    correct code ordered by it as a race."""
     if op.kind not in (BRANCH, EXIT, BARRIER):
         inner, sync = op.run, op.kind == WARPSYNC
 

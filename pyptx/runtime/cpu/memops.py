@@ -9,9 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import fpmath
-from .decode import types_of
+from .instrument import track_access
 from .memory import GLOBAL_BASE, LOCAL_WINDOW, SHARED_WINDOW
-from .operands import DTYPES, reader, writer
+from .opkinds import builds
+from .operands import DTYPES, reader, types_of, writer
 
 SPACES = ("param", "global", "shared", "local", "const")
 _UDT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
@@ -20,6 +21,12 @@ _UDT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
 
 def _space(parts):
     return next((p for p in parts[1:] if p in SPACES), "generic")
+
+
+def _by_space(what: str):
+    """Profiler class of a memory instruction: `what` and its state space (ld.global, st.shared,
+    atom.generic ...), the split the counters report memory traffic by."""
+    return lambda parts: (f"{what}.{_space(parts)}", 0)
 
 
 def _vec(parts):
@@ -81,7 +88,6 @@ def locate(ctx, space, access="read"):
         return glob(st, sel, a, nbytes)
 
     if ctx.mode is not None:
-        from .instrument import track_access
         glob, shared, local = (track_access(ctx, sp, access, f) for sp, f in
                                (("global", glob), ("shared", shared), ("local", local)))
     table = {"global": glob, "const": glob, "shared": shared, "local": local, "generic": generic}
@@ -98,6 +104,7 @@ def _param_value(ctx, name, typ):
     return rd
 
 
+@builds("ld", "ldu", cls=_by_space("ld"))
 def build_ld(ctx, ins, parts):
     typ = types_of(parts)[-1]
     dt = DTYPES[typ]
@@ -137,6 +144,7 @@ def build_ld(ctx, ins, parts):
     return run_vec
 
 
+@builds("st", cls=_by_space("st"))
 def build_st(ctx, ins, parts):
     typ = types_of(parts)[-1]
     dt = DTYPES[typ]
@@ -225,6 +233,7 @@ def atomic_apply(mem, e, b, c, op, fn, dt):
     return out
 
 
+@builds("atom", "red", cls=_by_space("atom"))
 def build_atom(ctx, ins, parts):
     typ = types_of(parts)[-1]
     dt = DTYPES[typ]
@@ -257,6 +266,7 @@ def build_atom(ctx, ins, parts):
 
 # ---- mov / cvta ------------------------------------------------------------------------------
 
+@builds("mov", cls="move")
 def build_mov(ctx, ins, parts):
     typ = types_of(parts)[-1]
     dst, src = ins.operands
@@ -296,6 +306,7 @@ def build_mov(ctx, ins, parts):
     return lambda st, sel: w(st, sel, r(st, sel))
 
 
+@builds("cvta", cls="move")
 def build_cvta(ctx, ins, parts):
     typ = types_of(parts)[-1]
     to = "to" in parts

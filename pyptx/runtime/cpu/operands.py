@@ -31,6 +31,11 @@ SPECIAL = ("%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid
            "%lanemask_lt", "%lanemask_ge", "%lanemask_gt", "%globaltimer")
 
 
+def types_of(parts) -> list:
+    """The type suffixes of an opcode split at its dots, in order (`cvt.rn.f32.s32`: f32, s32)."""
+    return [p for p in parts if p in TYPES]
+
+
 def storage_dtype(reg_type: str) -> np.dtype:
     """The raw-bits dtype a register of `.reg .TYPE` lives in."""
     if reg_type == "pred":
@@ -197,6 +202,14 @@ def writer(ctx: Ctx, op, ptx_type: str):
         else:
             st.V[s][sel] = v
     return w
+
+
+def writer_pair(ctx: Ctx, op, ptx_type: str):
+    """The destination `d` or `d|p` (setp, shfl, match): (writer of d as ptx_type, writer of
+    the predicate p, or None when there is none)."""
+    if op[0] == "regpair":
+        return writer(ctx, ("reg", op[1]), ptx_type), writer(ctx, ("reg", op[2]), "pred")
+    return writer(ctx, op, ptx_type), None
 
 
 def _store_conv(s, conv):

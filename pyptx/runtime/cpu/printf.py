@@ -12,6 +12,7 @@ import sys
 import numpy as np
 
 from .memory import LOCAL_WINDOW
+from .opkinds import builds
 from .operands import reader, writer
 
 _CONV = re.compile(r"%([-+ #0]*\d*(?:\.\d+)?)(hh|h|ll|l|z|j|t|L)?([diouxXeEfFgGcsp%])")
@@ -53,6 +54,7 @@ def format_c(fmt: str, slot, cstring) -> str:
     return "".join(out)
 
 
+@builds("call", cls="call")
 def build_call(ctx, ins, parts):
     ops = ins.operands
     plists = [o for o in ops if o[0] == "plist"]

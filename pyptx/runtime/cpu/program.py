@@ -3,7 +3,8 @@ targets, the register slots, and the shared/local memory layouts."""
 from __future__ import annotations
 
 from ...errors import LaunchError
-from .decode import BRANCH, decode
+from .decode import decode
+from .opkinds import BRANCH
 from .operands import Ctx
 from .parser import parse
 

@@ -26,9 +26,9 @@ import numpy as np
 
 from ...bfloat16 import from_bf16 as bf16_to_f32, to_bf16 as f32_to_bf16
 from ...errors import LaunchError
-from .decode import WARPSYNC, Op
 from .memory import Fault
 from .memops import address, locate
+from .opkinds import WARPSYNC, Op, builds
 from .operands import reader, writer
 
 _FULL = np.uint32(0xFFFFFFFF)
@@ -105,6 +105,15 @@ def _halves(words, kind: str) -> tuple[np.ndarray, np.ndarray]:
     return lo.view(np.float16).astype(np.float64), hi.view(np.float16).astype(np.float64)
 
 
+def _mma_class(parts) -> tuple:
+    """Tensor-core op; m16n8k16 is 2*m*n*k flops per warp, counted as spread over 32 lanes."""
+    shape = next((p for p in parts if p.startswith("m") and "n" in p and "k" in p), "")
+    m, _, rest = shape[1:].partition("n")
+    n, _, k = rest.partition("k")
+    return "tensor", (2 * int(m) * int(n) * int(k) // 32 if m and n and k else 0)
+
+
+@builds("mma", kind=WARPSYNC, cls=_mma_class)
 def build_mma(ctx, ins, parts):
     if "m16n8k16" not in parts or parts[-4:] not in (["f32", "f16", "f16", "f32"],
                                                       ["f32", "bf16", "bf16", "f32"]):
@@ -147,6 +156,7 @@ def build_mma(ctx, ins, parts):
     return Op(run, WARPSYNC, mask=lambda st, sel: _FULL)
 
 
+@builds("ldmatrix", kind=WARPSYNC, cls="ld.shared")
 def build_ldmatrix(ctx, ins, parts):
     count = next((int(p[1]) for p in parts if p in ("x1", "x2", "x4")), 0)
     if not count or "m8n8" not in parts or "b16" not in parts or "shared" not in parts:
@@ -203,6 +213,7 @@ def _copies(st) -> _AsyncCopies:
     return q
 
 
+@builds("cp", cls="cp.async")
 def build_cp(ctx, ins, parts):
     if parts[:2] != ["cp", "async"]:
         ctx.error("only cp.async is supported")

@@ -10,23 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from .decode import WARPSYNC, Op, types_of
-from .operands import reader, writer
+from .opkinds import WARPSYNC, Op, builds
+from .operands import reader, types_of, writer, writer_pair
 
 
 def _all(st, sel):
     return st.tidx if sel is None else sel
 
 
+@builds("shfl", kind=WARPSYNC, cls="warp")
 def build_shfl(ctx, ins, parts):
     mode = next(p for p in parts if p in ("up", "down", "bfly", "idx"))
     typ = types_of(parts)[-1]
     ops = ins.operands
-    if ops[0][0] == "regpair":
-        d = writer(ctx, ("reg", ops[0][1]), typ)
-        dp = writer(ctx, ("reg", ops[0][2]), "pred")
-    else:
-        d, dp = writer(ctx, ops[0], typ), None
+    d, dp = writer_pair(ctx, ops[0], typ)
     a_slot_reader = reader(ctx, ops[1], typ)
     b = reader(ctx, ops[2], "u32")
     c = reader(ctx, ops[3], "u32")
@@ -74,6 +71,7 @@ def _ballot_bits(st, t, pred):
     return ballot.astype(np.uint64)[w].astype(np.uint32), active.astype(np.uint64)[w].astype(np.uint32)
 
 
+@builds("vote", kind=WARPSYNC, cls="warp")
 def build_vote(ctx, ins, parts):
     mode = next(p for p in parts if p in ("any", "all", "uni", "ballot"))
     ops = ins.operands
@@ -99,6 +97,7 @@ def build_vote(ctx, ins, parts):
     return Op(run, WARPSYNC, mask=m)
 
 
+@builds("activemask", cls="warp")
 def build_activemask(ctx, ins, parts):
     d = writer(ctx, ins.operands[0], "b32")
 
@@ -109,16 +108,13 @@ def build_activemask(ctx, ins, parts):
     return run
 
 
+@builds("match", kind=WARPSYNC, cls="warp")
 def build_match(ctx, ins, parts):
     """match.{any,all}.sync.b32/b64 d[|p], a, membermask over the lanes that run it together."""
     mode = next(p for p in parts if p in ("any", "all"))
     typ = types_of(parts)[-1]
     ops = ins.operands
-    if ops[0][0] == "regpair":
-        d = writer(ctx, ("reg", ops[0][1]), "b32")
-        dp = writer(ctx, ("reg", ops[0][2]), "pred")
-    else:
-        d, dp = writer(ctx, ops[0], "b32"), None
+    d, dp = writer_pair(ctx, ops[0], "b32")
     a = reader(ctx, ops[1], typ)
     m = reader(ctx, ops[2], "b32")
 
