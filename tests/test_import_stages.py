@@ -10,8 +10,6 @@ from __future__ import annotations
 import ast
 import pathlib
 
-import pytest
-
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "pyptx"
 ACYCLIC = ("pyptx.runtime.cpu",)
 
@@ -105,8 +103,6 @@ def test_no_cycle_crosses_a_stage_folder():
     assert not bad, f"import cycles across stages: {bad}"
 
 
-@pytest.mark.xfail(strict=True, reason="decode <-> memops <-> warp <-> tensorcore <-> instrument "
-                   "<-> counters: the builders' registry removes it (being done)")
 def test_the_cpu_executor_has_no_import_cycle():
     bad = [c for c in cycles(import_graph()) if stage(c[0]) in ACYCLIC]
     assert not bad, f"import cycles in {ACYCLIC}: {bad}"

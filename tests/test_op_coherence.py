@@ -178,3 +178,12 @@ def test_the_checklist_in_the_docs_names_every_place():
                   "pyptx/ptx/lower_", "pyptx/runtime/cpu/decode.py"):
         assert place in section
         assert list(root.glob(place.rstrip("/") + ("*" if place.endswith("_") else ""))), place
+
+
+def test_every_ptx_mnemonic_has_a_cpu_builder():
+    """The CPU half: each mnemonic the backend may emit is registered by a builder of the CPU
+    executor (`@builds`, pyptx/runtime/cpu), with a profiler class."""
+    import pyptx.runtime.cpu.decode  # noqa: F401 - imports every builder module
+    from pyptx.runtime.cpu.opkinds import BUILDERS
+    missing = cpu_must_cover()["ptx"] - set(BUILDERS)
+    assert not missing, f"PTX mnemonics without a CPU builder: {sorted(missing)}"
