@@ -80,6 +80,8 @@ _FUNCTIONS += ("gridsize activemask lanemask_lt vote_uni match_any match_all syn
                "syncthreads_and syncthreads_or atomic_sub atomic_inc atomic_dec atomic_nanmin "
                "atomic_nanmax ffs").split()       # Numba-CUDA parity (frontend/parity.py)
 _FUNCTIONS += ["const_array"]              # constant memory (pyptx/frontend/constmem.py)
+_FUNCTIONS += ("reduce_add reduce_min reduce_max reduce_and reduce_or "
+               "reduce_xor").split()      # warp reductions, redux.sync (frontend/parity.py)
 globals().update({name: Intrinsic(name) for name in _FUNCTIONS})
 
 __all__ = ["thread_idx", "block_idx", "block_dim", "grid_dim", "WARP_SIZE", "shared", "local",

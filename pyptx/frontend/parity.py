@@ -76,6 +76,22 @@ def _match_all(cx, value):
     return match(cx, "all", value, active_mask(cx))
 
 
+def warp_reduce(cx, mode, v, mask):
+    """`reduce_add(v)` ... over the lanes that execute it together: redux.sync on a 32-bit
+    integer (a narrower one is widened first, keeping its signedness)."""
+    t = scalar_arg(cx, v, f"reduce_{mode}()'s value")
+    if t.is_float or t.is_bool or t.bits > 32:
+        raise cx.err(f"reduce_{mode}() takes a 32-bit integer (redux.sync), got {t.name}; "
+                     f"for floats reduce with shfl_xor")
+    t = T.i32 if t.is_signed else T.u32
+    return arith.emit(cx, "redux", [arith.convert(cx, v, t), mask], t, mode=mode)
+
+
+for _mode in ("add", "min", "max", "and", "or", "xor"):
+    intrinsic(f"reduce_{_mode}", "value")(
+        lambda cx, value, _m=_mode: warp_reduce(cx, _m, value, active_mask(cx)))
+
+
 def mask_arg(cx, mask):
     return _u32(cx, mask, "the warp mask")
 

@@ -176,6 +176,14 @@ def lower_match(em, ins) -> None:
         em.i(f"match.all.sync.{bits} {em.dst(ins)}, {em.reg(v)}, {em.src(mask)}")
 
 
+@lowers("redux")
+def lower_redux(em, ins) -> None:
+    v, mask = ins.operands
+    mode = ins.attrs["mode"]
+    typ = "b32" if mode in ("and", "or", "xor") else ("s32" if v.type.is_signed else "u32")
+    em.i(f"redux.sync.{mode}.{typ} {em.dst(ins)}, {em.reg(v)}, {em.src(mask)}")
+
+
 @lowers("barrier_red")
 def lower_barrier_red(em, ins) -> None:
     mode = ins.attrs["mode"]

@@ -25,6 +25,16 @@ def _check_vote(c, ins, T, a):
     c.need(T == (u32 if mode == "ballot" else bool_), "vote result: bool_ (ballot: u32)")
 
 
+#: redux.sync's operations: add/min/max on u32 or s32, and/or/xor on b32
+REDUX_OPS = ("add", "min", "max", "and", "or", "xor")
+
+
+def _check_redux(c, ins, T, a):
+    c.need(ins.attrs.get("mode") in REDUX_OPS, f"redux mode must be one of {REDUX_OPS}")
+    c.need(is_i32ish(T) and a[0] == T and a[1] == u32,
+           "redux: a 32-bit int value of the result type, u32 mask")
+
+
 def _check_match(c, ins, T, a):
     c.need(T == u32 and ins.attrs.get("mode") in ("any", "all") and a[1] == u32,
            "match: mode any/all, u32 mask, u32 result")
@@ -49,4 +59,9 @@ OPS = [
        "of mask holding the same value (PTX match.any.sync); 'all': mask if every lane of "
        "mask holds the same value, else 0 (match.all.sync)",
        pure=False, check=_check_match, gate=("match.sync", 60, 70), ptx=("match",)),
+    op("redux", "v, mask",
+       "T = type of v (i32 or u32).  attrs mode in {'add','min','max','and','or','xor'}: "
+       "the reduction of v over the lanes of mask, the same value in each (PTX redux.sync; "
+       "add wraps mod 2^32, min/max signed for i32 and unsigned for u32)",
+       pure=False, check=_check_redux, gate=("redux.sync", 70, 80), ptx=("redux",)),
 ]

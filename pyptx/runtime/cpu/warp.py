@@ -97,6 +97,35 @@ def build_vote(ctx, ins, parts):
     return Op(run, WARPSYNC, mask=m)
 
 
+_REDUX = {"min": (np.minimum, 1 << 62), "max": (np.maximum, -(1 << 62)),
+          "and": (np.bitwise_and, -1), "or": (np.bitwise_or, 0), "xor": (np.bitwise_xor, 0),
+          "add": (np.add, 0)}
+
+
+@builds("redux", kind=WARPSYNC, cls="warp")
+def build_redux(ctx, ins, parts):
+    """redux.sync.{add,min,max}.{u32,s32} / .{and,or,xor}.b32 d, a, membermask: every lane of
+    the mask that runs it together gets the reduction of their a (add wraps mod 2^32)."""
+    mode = next(p for p in parts if p in _REDUX)
+    typ = types_of(parts)[-1]
+    ufunc, init = _REDUX[mode]
+    d = writer(ctx, ins.operands[0], typ)
+    a = reader(ctx, ins.operands[1], typ)
+    m = reader(ctx, ins.operands[2], "b32")
+
+    def run(st, sel):
+        t = _all(st, sel)
+        v = np.broadcast_to(np.asarray(a(st, sel)), t.shape).astype(np.int64)
+        mask = np.broadcast_to(np.asarray(m(st, sel)).astype(np.uint32), t.shape)
+        member = ((mask >> st.lane[t].astype(np.uint32)) & 1).astype(bool)
+        w = st.warp_id[t]
+        acc = np.full(st.n_warps, init, np.int64)
+        ufunc.at(acc, w[member], v[member])
+        out = (acc[w] & 0xFFFFFFFF).astype(np.uint32)
+        d(st, sel, out.view(np.int32) if typ == "s32" else out)
+    return Op(run, WARPSYNC, mask=m)
+
+
 @builds("activemask", cls="warp")
 def build_activemask(ctx, ins, parts):
     d = writer(ctx, ins.operands[0], "b32")
