@@ -12,6 +12,7 @@ import builtins
 from .. import types as T
 from . import arith, memory
 from .casloop import cas_loop
+from .operands import FULL_MASK, int_operand, scalar_arg, special_register, u32_arg  # noqa: F401
 from .values import PY_SCALARS, ArrayView, is_const, make_const
 
 REGISTRY: dict = {}
@@ -19,7 +20,6 @@ REGISTRY: dict = {}
 #: through REGISTRY
 SPECIAL_FORMS = frozenset({"range", "static_range"})
 _MISSING = object()
-FULL_MASK = 0xFFFFFFFF
 
 
 def intrinsic(name: str, *params: str, **defaults):
@@ -58,12 +58,7 @@ BUILTINS = {builtins.min: "builtin.min", builtins.max: "builtin.max",
             builtins.len: "builtin.len"}
 
 
-def scalar_arg(cx, v, what: str):
-    t, _ = arith.type_of(cx, v) if not isinstance(v, ArrayView) else (None, None)
-    if t is None:
-        from .describe import needs_number
-        raise cx.err(f"{what} must be a number, got {needs_number(v)}")
-    return t
+
 
 
 # ---- builtins --------------------------------------------------------------------------------
@@ -138,8 +133,7 @@ def _len(cx, a):
 
 # ---- indices, barriers --------------------------------------------------------------------
 
-def _sreg(cx, name):
-    return arith.emit(cx, "sreg", [], T.i32, name=name)
+
 
 
 @intrinsic("grid", "ndim")
@@ -149,14 +143,14 @@ def _grid(cx, ndim):
                      "i = pyptx.grid(1) or x, y = pyptx.grid(2)")
     out = []
     for d in "xyz"[:ndim]:
-        prod = arith.emit(cx, "mul", [_sreg(cx, f"ctaid.{d}"), _sreg(cx, f"ntid.{d}")], T.i32)
-        out.append(arith.emit(cx, "add", [prod, _sreg(cx, f"tid.{d}")], T.i32))
+        prod = arith.emit(cx, "mul", [special_register(cx, f"ctaid.{d}"), special_register(cx, f"ntid.{d}")], T.i32)
+        out.append(arith.emit(cx, "add", [prod, special_register(cx, f"tid.{d}")], T.i32))
     return out[0] if ndim == 1 else tuple(out)
 
 
 @intrinsic("lane_id")
 def _lane_id(cx):
-    return _sreg(cx, "laneid")
+    return special_register(cx, "laneid")
 
 
 @intrinsic("syncthreads")
@@ -166,7 +160,7 @@ def _syncthreads(cx):
 
 @intrinsic("syncwarp", "mask", mask=FULL_MASK)
 def _syncwarp(cx, mask):
-    arith.emit(cx, "syncwarp", [_u32(cx, mask, "syncwarp()'s mask")], None)
+    arith.emit(cx, "syncwarp", [u32_arg(cx, mask, "syncwarp()'s mask")], None)
 
 
 @intrinsic("threadfence")
@@ -174,19 +168,12 @@ def _threadfence(cx):
     arith.emit(cx, "fence", [], None, scope="gl")
 
 
-def _u32(cx, v, what):
-    t = scalar_arg(cx, v, what)
-    if t.is_float or t.is_bool:
-        raise cx.err(f"{what} must be an integer, got {t.name}; convert with u32(x)")
-    if is_const(v) and not 0 <= v <= FULL_MASK and not -2**31 <= v < 0:
-        raise cx.err(f"{what} {v} does not fit in 32 bits; use a 32-bit mask such as "
-                     f"0xFFFFFFFF")
-    return arith.convert(cx, v, T.u32)
+
 
 
 # ---- warp operations -----------------------------------------------------------------------
 
-def _shfl(cx, mode, v, lane, mask=None):
+def shfl(cx, mode, v, lane, mask=None):
     """`mask` (a u32 value; None = all 32 lanes) is the member mask (`pyptx.cuda`'s *_sync)."""
     mask = make_const(FULL_MASK, T.u32) if mask is None else mask
     t, _ = arith.type_of(cx, v)
@@ -207,10 +194,10 @@ def _shfl(cx, mode, v, lane, mask=None):
 for _name, _mode in (("shfl_xor", "bfly"), ("shfl_down", "down"), ("shfl_up", "up"),
                      ("shfl_idx", "idx")):
     intrinsic(_name, "value", "lane")(
-        lambda cx, value, lane, _m=_mode: _shfl(cx, _m, value, lane))
+        lambda cx, value, lane, _m=_mode: shfl(cx, _m, value, lane))
 
 
-def _vote(cx, mode, p, mask=None):
+def vote(cx, mode, p, mask=None):
     """Votes among the lanes that execute them together (CUDA's `__any_sync(__activemask(), p)`):
     a full member mask would hang (GPU) inside a branch that only some lanes of the warp take.
     `pyptx.cuda`'s *_sync spellings pass the user's `mask` instead."""
@@ -222,33 +209,23 @@ def _vote(cx, mode, p, mask=None):
 
 
 for _name, _mode in (("vote_any", "any"), ("vote_all", "all"), ("ballot", "ballot")):
-    intrinsic(_name, "predicate")(lambda cx, predicate, _m=_mode: _vote(cx, _m, predicate))
+    intrinsic(_name, "predicate")(lambda cx, predicate, _m=_mode: vote(cx, _m, predicate))
 
 
 # ---- bit operations ------------------------------------------------------------------------
 
-def _int_operand(cx, v, name):
-    t = scalar_arg(cx, v, f"{name}()'s argument")
-    if not t.is_int:
-        raise cx.err(f"{name}() needs an integer, got {t.name}; reinterpret floats with "
-                     f"pyptx.bitcast(x, u32)")
-    if t.bits < 32:
-        unsigned = T.u8 if t.bits == 8 else T.u16
-        v = arith.convert(cx, arith.emit(cx, "bitcast", [arith.convert(cx, v, t)], unsigned)
-                          if t.is_signed else v, T.u32)
-        return v, T.u32, t.bits
-    return arith.convert(cx, v, t), t, t.bits
+
 
 
 @intrinsic("popc", "x")
 def _popc(cx, x):
-    v, _, _ = _int_operand(cx, x, "popc")
+    v, _, _ = int_operand(cx, x, "popc")
     return arith.emit(cx, "popc", [v], T.i32)
 
 
 @intrinsic("clz", "x")
 def _clz(cx, x):
-    v, t, bits = _int_operand(cx, x, "clz")
+    v, t, bits = int_operand(cx, x, "clz")
     r = arith.emit(cx, "clz", [v], T.i32)
     if bits < t.bits:
         r = arith.emit(cx, "sub", [r, make_const(t.bits - bits, T.i32)], T.i32)
@@ -319,7 +296,7 @@ _ATOMIC_TYPES = {
 }
 
 
-def _atomic_target(cx, kind, array, index):
+def atomic_target(cx, kind, array, index):
     if not isinstance(array, ArrayView):
         raise cx.err(f"atomic_{kind}() needs an array as its first argument, got "
                      f"{arith.describe(array)}; write pyptx.atomic_{kind}(array, index, value)")
@@ -333,29 +310,29 @@ def _atomic_target(cx, kind, array, index):
     return memory.element_ptr(cx, array, index)
 
 
-def _atomic(cx, kind, array, index, value):
-    ptr = _atomic_target(cx, kind, array, index)
+def atomic(cx, kind, array, index, value):
+    ptr = atomic_target(cx, kind, array, index)
     scalar_arg(cx, value, f"atomic_{kind}()'s value")
     v = arith.convert_literal(cx, value, array.elem)
     if kind in ("min", "max") and array.elem.is_float:
-        return _float_minmax_cas(cx, kind, array, ptr, v)
+        return float_minmax_cas(cx, kind, array, ptr, v)
     return arith.emit(cx, "atomic", [ptr, v], array.elem, kind=kind)
 
 
 for _kind in ("add", "min", "max", "exch", "and", "or", "xor"):
     intrinsic(f"atomic_{_kind}", "array", "index", "value")(
-        lambda cx, array, index, value, _k=_kind: _atomic(cx, _k, array, index, value))
+        lambda cx, array, index, value, _k=_kind: atomic(cx, _k, array, index, value))
 
 
 @intrinsic("atomic_cas", "array", "index", "expected", "value")
 def _atomic_cas(cx, array, index, expected, value):
-    ptr = _atomic_target(cx, "cas", array, index)
+    ptr = atomic_target(cx, "cas", array, index)
     e = arith.convert(cx, expected, array.elem)
     v = arith.convert(cx, value, array.elem)
     return arith.emit(cx, "atomic", [ptr, e, v], array.elem, kind="cas")
 
 
-def _float_minmax_cas(cx, kind, array, ptr, v, nan_is_missing=False):
+def float_minmax_cas(cx, kind, array, ptr, v, nan_is_missing=False):
     """PTX has no float atom.min/max before sm_90: a compare-and-swap loop on the bits.
     Stores only when `v` is strictly smaller (larger); a NaN `v` never changes memory.
     `nan_is_missing` (atomic_nanmin/nanmax): a NaN in memory is replaced by any non-NaN `v`."""

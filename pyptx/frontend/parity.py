@@ -12,8 +12,8 @@ from __future__ import annotations
 from .. import types as T
 from . import arith
 from .casloop import cas_loop
-from .intrinsics import (_atomic, _atomic_target, _float_minmax_cas, _int_operand, _sreg,
-                         _u32, intrinsic, scalar_arg)
+from .intrinsics import atomic, atomic_target, float_minmax_cas, intrinsic
+from .operands import int_operand, scalar_arg, special_register, u32_arg
 from .values import PY_SCALARS, make_const
 
 
@@ -21,7 +21,7 @@ from .values import PY_SCALARS, make_const
 def _gridsize(cx, ndim):
     if ndim not in (1, 2, 3) or isinstance(ndim, bool):
         raise cx.err("pyptx.gridsize(ndim) takes the literal 1, 2 or 3")
-    out = tuple(arith.emit(cx, "mul", [_sreg(cx, f"ntid.{d}"), _sreg(cx, f"nctaid.{d}")], T.i32)
+    out = tuple(arith.emit(cx, "mul", [special_register(cx, f"ntid.{d}"), special_register(cx, f"nctaid.{d}")], T.i32)
                 for d in "xyz"[:ndim])
     return out[0] if ndim == 1 else out
 
@@ -39,7 +39,7 @@ def _activemask(cx):
 
 @intrinsic("lanemask_lt")
 def _lanemask_lt(cx):
-    return arith.emit(cx, "bitcast", [_sreg(cx, "lanemask_lt")], T.u32)
+    return arith.emit(cx, "bitcast", [special_register(cx, "lanemask_lt")], T.u32)
 
 
 def vote_uni(cx, p, mask):
@@ -93,7 +93,7 @@ for _mode in ("add", "min", "max", "and", "or", "xor"):
 
 
 def mask_arg(cx, mask):
-    return _u32(cx, mask, "the warp mask")
+    return u32_arg(cx, mask, "the warp mask")
 
 
 # ---- block-wide votes ------------------------------------------------------------------------
@@ -114,14 +114,14 @@ for _name, _mode in (("syncthreads_count", "popc"), ("syncthreads_and", "and"),
 @intrinsic("atomic_sub", "array", "index", "value")
 def _atomic_sub(cx, array, index, value):
     """PTX has no atom.sub: add the negation (what nvcc does for atomicSub)."""
-    ptr = _atomic_target(cx, "add", array, index)
+    ptr = atomic_target(cx, "add", array, index)
     scalar_arg(cx, value, "atomic_sub()'s value")
     v = arith.emit(cx, "neg", [arith.convert_literal(cx, value, array.elem)], array.elem)
     return arith.emit(cx, "atomic", [ptr, v], array.elem, kind="add")
 
 
 def _inc_dec(cx, kind, array, index, value):
-    ptr = _atomic_target(cx, kind, array, index)
+    ptr = atomic_target(cx, kind, array, index)
     scalar_arg(cx, value, f"atomic_{kind}()'s value")
     t = array.elem
     v = arith.convert_literal(cx, value, t)
@@ -156,11 +156,11 @@ def _atomic_dec(cx, array, index, value):
 
 def _nan_minmax(cx, kind, array, index, value):
     if not getattr(getattr(array, "elem", None), "is_float", False):
-        return _atomic(cx, kind, array, index, value)
-    ptr = _atomic_target(cx, kind, array, index)
+        return atomic(cx, kind, array, index, value)
+    ptr = atomic_target(cx, kind, array, index)
     scalar_arg(cx, value, f"atomic_nan{kind}()'s value")
     v = arith.convert_literal(cx, value, array.elem)
-    return _float_minmax_cas(cx, kind, array, ptr, v, nan_is_missing=True)
+    return float_minmax_cas(cx, kind, array, ptr, v, nan_is_missing=True)
 
 
 @intrinsic("atomic_nanmin", "array", "index", "value")
@@ -178,7 +178,7 @@ def _atomic_nanmax(cx, array, index, value):
 @intrinsic("ffs", "x")
 def _ffs(cx, x):
     """1 + the position of the lowest set bit, 0 for 0 (CUDA `__ffs`: brev + bfind.shiftamt)."""
-    v, t, _ = _int_operand(cx, x, "ffs")
+    v, t, _ = int_operand(cx, x, "ffs")
     if t.is_signed:                        # bfind must not skip sign bits
         t = T.u32 if t.bits == 32 else T.u64
         v = arith.emit(cx, "bitcast", [v], t)
@@ -191,15 +191,15 @@ def _ffs(cx, x):
 # ---- pyptx.cuda: Numba's warp spellings with an explicit member mask ---------------------------
 
 def _register_sync():
-    from .intrinsics import _shfl, _vote
+    from .intrinsics import shfl, vote
     for name, mode in (("shfl_sync", "idx"), ("shfl_up_sync", "up"),
                        ("shfl_down_sync", "down"), ("shfl_xor_sync", "bfly")):
         intrinsic(f"cuda.{name}", "mask", "value", "lane")(
-            lambda cx, mask, value, lane, _m=mode: _shfl(cx, _m, value, lane,
+            lambda cx, mask, value, lane, _m=mode: shfl(cx, _m, value, lane,
                                                          mask_arg(cx, mask)))
     for name, mode in (("all_sync", "all"), ("any_sync", "any"), ("ballot_sync", "ballot")):
         intrinsic(f"cuda.{name}", "mask", "predicate")(
-            lambda cx, mask, predicate, _m=mode: _vote(cx, _m, predicate, mask_arg(cx, mask)))
+            lambda cx, mask, predicate, _m=mode: vote(cx, _m, predicate, mask_arg(cx, mask)))
     intrinsic("cuda.eq_sync", "mask", "predicate")(
         lambda cx, mask, predicate: vote_uni(cx, predicate, mask_arg(cx, mask)))
     for mode in ("any", "all"):
