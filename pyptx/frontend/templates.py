@@ -247,7 +247,7 @@ def _encode(tcx, fn, entry, site_block, result, args, b) -> Template:
     tpl.result = _enc_result(result, enc)
     tpl.deps = tcx.deps
     tpl.funcs = frozenset(tcx.funcs)
-    tpl.n_blocks = b._n - 1                     # blocks the in-place path would have created
+    tpl.n_blocks = b.blocks_made - 1            # blocks the in-place path would have created
     tpl.n_names = tcx._n
     tpl.params = [index[id(p)] if isinstance(p, Param) else None for p in tcx.placeholders]
     return tpl
@@ -271,7 +271,7 @@ def _clone(cx, tpl: Template, args: list):
         if slot is not None:
             vals[slot] = args[k]
     loc = b.loc
-    base_block = b._n - 1
+    base_block = b.blocks_made - 1
     base_name = cx._n
     fn_blocks = b.fn.blocks
     new_blocks = [b.block]
@@ -284,7 +284,7 @@ def _clone(cx, tpl: Template, args: list):
             vals[slot] = a
         fn_blocks.append(nb)
         new_blocks.append(nb)
-    b._n += tpl.n_blocks
+    b.reserve_blocks(tpl.n_blocks)
     cx._n += tpl.n_names
     created = []
     for blk, (_, _, _, instrs, _) in zip(new_blocks, tpl.blocks):

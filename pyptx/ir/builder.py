@@ -67,6 +67,18 @@ class IRBuilder:
         self.preds[b] = []
         return b
 
+    @property
+    def blocks_made(self) -> int:
+        """How many blocks this builder has numbered so far (block names end in the number)."""
+        return self._n
+
+    def reserve_blocks(self, n: int) -> int:
+        """Number `n` blocks made elsewhere (a cached template spliced in, frontend/templates.py)
+        as if this builder had made them; returns the first number reserved."""
+        first = self._n
+        self._n += n
+        return first
+
     def emit(self, op: str, operands: list, type=None, **attrs) -> Instr:
         return self.block.append(Instr(op, operands, type, attrs, self.loc))
 
