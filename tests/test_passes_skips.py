@@ -12,7 +12,7 @@ import pytest
 import pyptx
 import pyptx.passes as P
 from pyptx.ir.printer import print_function
-from pyptx.passes import simplifycfg
+from pyptx.passes.report import report
 
 from kernels_semantic import cases
 
@@ -48,10 +48,10 @@ def checked_skips(monkeypatch):
             c = copy.deepcopy(fn)
             c.__dict__.pop("_cfg_cache", None)
             before = print_function(c)
-            silent = simplifycfg.SILENT_EDITS[0]
+            silent = report(c).silent_edits
             changed = pass_run(c)
             log["skipped"] += 1
-            if changed or simplifycfg.SILENT_EDITS[0] != silent or print_function(c) != before:
+            if changed or report(c).silent_edits != silent or print_function(c) != before:
                 log["bad"].append(pass_run.__module__)
         return orig(self, pass_run, fn)
     monkeypatch.setattr(P._Tracker, "__call__", call)
@@ -79,3 +79,30 @@ def test_the_check_sees_skips(checked_skips, monkeypatch):
     kernel = _peers()[1].values[0]                 # softmax_rows
     _compile_all(kernel, {}, opt_levels=(2,))
     assert checked_skips["skipped"] >= 3
+
+
+def test_concurrent_compiles_give_the_sequential_ptx(monkeypatch):
+    """The skip bookkeeping's per-pass facts live in each function's PassReport
+    (passes/report.py), not in module globals: kernels compiled on several threads at once,
+    with thread switches forced often, give the PTX a sequential compile gives."""
+    import threading
+    kernels = [k.values[0] for k in _peers()] + [k for _name, k, *_ in cases()[:6]]
+    want = []
+    for k in kernels:
+        k._cache.clear()
+        want.append(pyptx.compile(k, arch="sm_90").ptx)
+    got = [None] * len(kernels)
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        def one(i):
+            kernels[i]._cache.clear()
+            got[i] = pyptx.compile(kernels[i], arch="sm_90").ptx
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(kernels))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert got == want

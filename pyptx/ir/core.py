@@ -169,6 +169,8 @@ class Function:
     consts: list[MemDecl] = field(default_factory=list)
     dynamic_shared: bool = False
     attrs: dict = field(default_factory=dict)
+    #: the optimiser's bookkeeping while passes run on it (passes/report.PassReport)
+    report: object = field(default=None, repr=False, compare=False)
 
     @property
     def entry(self) -> Block:

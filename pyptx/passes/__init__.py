@@ -14,6 +14,7 @@ of the op records, ir/ops/ (fma contraction changes rounding on purpose, and onl
 from __future__ import annotations
 
 from ..ir.core import Function
+from .report import report
 from . import (addressing, constfold, cse, dce, fma as fma_pass, licm, simplifycfg, strength,
                unroll, widen)
 
@@ -51,9 +52,9 @@ class _Tracker:
       * dce (above), cse: on SSA form every instruction is keyed after its operands reached
         their final values, and the table holds exactly the instructions kept, so a second walk
         makes the same lookups and finds no match;
-      * simplifycfg, when its last round edited nothing (FIXPOINT): a second run starts with
+      * simplifycfg, when its last round edited nothing (PassReport.fixpoint): a second run starts with
         that same round;
-      * addressing, when no index expression was cut at its depth limit (DEPTH_LIMITED): each
+      * addressing, when no index expression was cut at its depth limit (PassReport.depth_limited): each
         address was folded until `_fold_once` found nothing, and that answer depends only on
         the structure of the address's index expression, which the run does not edit.
     Addressing's "nothing to do" also survives cse (it replaces a value by one with the same
@@ -71,17 +72,18 @@ class _Tracker:
     def __call__(self, pass_run, fn: Function) -> bool:
         if self.clean.get(pass_run) == self.version:
             return False
-        silent = simplifycfg.SILENT_EDITS[0]
-        folds = simplifycfg.BRANCH_FOLDS[0]
+        r = report(fn)
+        silent = r.silent_edits
+        folds = r.branch_folds
         changed = pass_run(fn)
-        if changed or simplifycfg.SILENT_EDITS[0] != silent:
+        if changed or r.silent_edits != silent:
             old = self.version
             self.version += 1
             clean = self.clean
-            if pass_run is cse.run or (pass_run is simplifycfg.run and simplifycfg.FIXPOINT[0]):
+            if pass_run is cse.run or (pass_run is simplifycfg.run and r.fixpoint):
                 clean[pass_run] = self.version
             if pass_run is addressing.run:
-                if not addressing.DEPTH_LIMITED[0]:
+                if not r.depth_limited:
                     clean[pass_run] = self.version
                     self.addressing_complete = True
             elif clean.get(addressing.run) == old and (
@@ -89,7 +91,7 @@ class _Tracker:
                     (pass_run is widen.run and self.addressing_complete)):
                 clean[addressing.run] = self.version
             if pass_run is simplifycfg.run:
-                if simplifycfg.BRANCH_FOLDS[0] == folds and self.clean.get(dce.run) == old:
+                if r.branch_folds == folds and self.clean.get(dce.run) == old:
                     self.clean[dce.run] = self.version
             elif pass_run is dce.run:
                 clean = self.clean
@@ -97,12 +99,12 @@ class _Tracker:
                 for q in _SURVIVE_DCE:
                     if clean.get(q) == old:
                         clean[q] = self.version
-                if not dce.ARGS_REMOVED[0] and clean.get(constfold.run) == old:
+                if not r.args_removed and clean.get(constfold.run) == old:
                     clean[constfold.run] = self.version
         else:
             self.clean[pass_run] = self.version
             if pass_run is addressing.run:
-                self.addressing_complete = not addressing.DEPTH_LIMITED[0]
+                self.addressing_complete = not r.depth_limited
         return changed
 
 

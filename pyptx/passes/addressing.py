@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from ..ir.core import Const, Function, Instr
 from ..ir.ops import ADDRESS_OFFSETS
+from .report import report
 
 ASSUME_I32_INDEX_NO_WRAP = True
 _IMM_MIN, _IMM_MAX = -(1 << 31), (1 << 31) - 1
@@ -57,32 +58,32 @@ def _split(idx):
     return idx, 0
 
 
-def _split_deep(idx, new, depth=0):
+def _split_deep(idx, new, rep, depth=0):
     """`_split`, also looking through the i64 linearisation of n-d indices and the sign extension
     of i32 indices: `add(X, cvt(add(j, K)))` -> `add(X, cvt(j))` + K, `mul(add(j, K), S)` ->
     `mul(j, S)` + K*S (S constant).  New base instructions come from `new(op, operands, type)`.
     Only signed index types, under the same no-overflow assumption."""
     if depth > 8:
-        DEPTH_LIMITED[0] = True
+        rep.depth_limited = True
     if not ASSUME_I32_INDEX_NO_WRAP or depth > 8 or not isinstance(idx, Instr) \
             or not idx.type.is_signed:
         return _split(idx)
     op, t = idx.op, idx.type
     if op == "cvt" and t.name == "i64" and idx.operands[0].type.name == "i32":
-        base, k = _split_deep(idx.operands[0], new, depth + 1)
+        base, k = _split_deep(idx.operands[0], new, rep, depth + 1)
         if k == 0:
             return idx, 0
         return (None if base is None else new("cvt", [base], t)), k
     if op in ("mul", "mulwide") and _const_index(idx.operands[1]) is not None:
         s = _const_index(idx.operands[1])
-        base, k = _split_deep(idx.operands[0], new, depth + 1)
+        base, k = _split_deep(idx.operands[0], new, rep, depth + 1)
         if k == 0 or base is None:
             return idx, 0
         return new(op, [base, idx.operands[1]], t), k * s
     if op in ("add", "sub"):
         a, b = idx.operands
-        ba, ka = _split_deep(a, new, depth + 1)
-        bb, kb = _split_deep(b, new, depth + 1)
+        ba, ka = _split_deep(a, new, rep, depth + 1)
+        bb, kb = _split_deep(b, new, rep, depth + 1)
         if ka == 0 and kb == 0:
             return idx, 0
         if op == "sub":
@@ -95,7 +96,7 @@ def _split_deep(idx, new, depth=0):
     return idx, 0
 
 
-def _fold_once(p, block, pre, loc):
+def _fold_once(p, block, pre, loc, rep):
     """(new pointer, byte delta) for one folding step, or None."""
     if not isinstance(p, Instr) or p.op != "gep":
         return None
@@ -109,7 +110,7 @@ def _fold_once(p, block, pre, loc):
         ins.block = block
         made.append(ins)
         return ins
-    base, k = _split_deep(idx, new)
+    base, k = _split_deep(idx, new, rep)
     if k == 0:
         return None
     pre.extend(made)
@@ -122,14 +123,14 @@ def _fold_once(p, block, pre, loc):
     return g, k * size
 
 
-def _fold_address(ins, slot, key, block, out) -> bool:
+def _fold_address(ins, slot, key, block, out, rep) -> bool:
     """Fold the constant part of operand `slot`'s address into `ins.attrs[key]`."""
     off = ins.attrs.get(key, 0)
     p = ins.operands[slot]
     pre: list = []
     while True:
         mark = len(pre)
-        step = _fold_once(p, block, pre, ins.loc)
+        step = _fold_once(p, block, pre, ins.loc, rep)
         if step is None or not _IMM_MIN <= off + step[1] <= _IMM_MAX:
             del pre[mark:]
             break
@@ -145,20 +146,19 @@ def _fold_address(ins, slot, key, block, out) -> bool:
     return True
 
 
-#: whether the last `run` cut an index expression at `_split_deep`'s depth limit; without
-#: that, every address ended at a fixpoint of `_fold_once` that only depends on the structure
-#: of its index expression (read by the pipeline's skip bookkeeping, passes/__init__.py)
-DEPTH_LIMITED = [False]
 
 
 def run(fn: Function) -> bool:
-    DEPTH_LIMITED[0] = False
+    """Fold constant index parts into address offsets; `report(fn).depth_limited` says whether
+    an index expression was cut at the depth limit (the pipeline's skip bookkeeping)."""
+    rep = report(fn)
+    rep.depth_limited = False
     changed = False
     for b in fn.blocks:
         out = []
         for ins in b.instrs:
             for slot, key in ADDRESS_OFFSETS.get(ins.op, ()):
-                changed |= _fold_address(ins, slot, key, b, out)
+                changed |= _fold_address(ins, slot, key, b, out, rep)
             out.append(ins)
         b.instrs[:] = out
     return changed

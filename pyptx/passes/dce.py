@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..ir.analysis import cfg
 from ..ir.core import BlockArg, Const, Function, Instr
 from ..ir.ops import OPS
+from .report import report
 
 
 def remove_unreachable(fn: Function) -> bool:
@@ -35,14 +36,13 @@ def _is_pure(op: str) -> bool:
     return got
 
 
-#: whether the last `run` removed block arguments (and so edited branch operands); read by the
-#: pipeline's skip bookkeeping (passes/__init__.py): without that, a run only deleted
-#: instructions and unreachable blocks
-ARGS_REMOVED = [False]
 
 
 def run(fn: Function) -> bool:
-    ARGS_REMOVED[0] = False
+    """Remove dead instructions, unreachable blocks and unused block arguments;
+    `report(fn).args_removed` says whether arguments went (branch operands were edited)."""
+    rep = report(fn)
+    rep.args_removed = False
     changed = remove_unreachable(fn)
     # incoming edges of the blocks with arguments (the only ones looked up below):
     # (branch instr, succ index)
@@ -105,5 +105,5 @@ def run(fn: Function) -> bool:
             for i, a in enumerate(b.args):
                 a.index = i
             changed = True
-            ARGS_REMOVED[0] = True
+            rep.args_removed = True
     return changed

@@ -18,15 +18,9 @@ from ..ir.analysis import cfg, replace_uses
 from ..ir.core import TERMINATORS, Const, Function
 from .constfold import _fold_branch
 from .dce import remove_unreachable
+from .report import report
 
 
-#: count of IR edits `run` made without reporting them (a cbr folded by `bypass_forwarders`
-#: while nothing else changed).  The pipeline's skip bookkeeping needs every edit; the reported
-#: `changed` keeps its old meaning so the pipeline's rounds stay exactly as they were.
-SILENT_EDITS = [0]
-#: count of cbrs folded by `bypass_forwarders` (a constant condition can leave a block
-#: unreachable); read by the pipeline's skip bookkeeping
-BRANCH_FOLDS = [0]
 
 
 def _same(a, b) -> bool:
@@ -132,9 +126,10 @@ def bypass_forwarders(fn: Function) -> bool:
             term.succs[k] = (final, new_args)
             changed = True
         if term.op == "cbr" and _fold_branch(term):
-            BRANCH_FOLDS[0] += 1
+            rep = report(fn)
+            rep.branch_folds += 1
             if not changed:
-                SILENT_EDITS[0] += 1
+                rep.silent_edits += 1
     if changed:
         remove_unreachable(fn)
     return changed
@@ -181,21 +176,20 @@ def merge_chains(fn: Function) -> bool:
     return changed
 
 
-#: whether the last `run` ended on a round that edited nothing (reported or silent): then the
-#: IR is a fixpoint and running again would edit nothing (read by passes/__init__.py)
-FIXPOINT = [False]
 
 
 def run(fn: Function) -> bool:
+    """Simplify the CFG; the edits `changed` does not cover go to `report(fn)`."""
     changed = False
-    FIXPOINT[0] = False
+    rep = report(fn)
+    rep.fixpoint = False
     for _ in range(4):
-        silent = SILENT_EDITS[0]
+        silent = rep.silent_edits
         step = trivial_args(fn)
         step |= bypass_forwarders(fn)
         step |= merge_chains(fn)
         changed |= step
         if not step:
-            FIXPOINT[0] = SILENT_EDITS[0] == silent
+            rep.fixpoint = rep.silent_edits == silent
             break
     return changed
