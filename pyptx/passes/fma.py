@@ -9,13 +9,19 @@ one use (otherwise the product is computed anyway and fusing changes nothing but
     sub(mul(a, b), c)                      ->  fma(a, b, neg c)
     sub(c, mul(a, b))                      ->  fma(neg a, b, c)
 
-`neg` is exact, so each rewrite is `a*b ± c` rounded once.  A constant being negated is negated
-in place instead of emitting `neg`.
+(the rows of `RULES`, tried in order).  `neg` is exact, so each rewrite is `a*b ± c` rounded
+once.  A constant being negated is negated in place instead of emitting `neg`.
 """
 from __future__ import annotations
 
 from ..ir.analysis import use_counts
 from ..ir.core import Const, Function, Instr
+
+
+#: the contraction rules, tried in order: (op, position of the product among its operands,
+#: negate the other operand (c), negate the product's first factor (a)) -> fma(a, b, c)
+RULES = (("add", 0, False, False), ("add", 1, False, False),
+         ("sub", 0, True, False), ("sub", 1, False, True))
 
 
 def _single_use_mul(v, t, uses) -> bool:
@@ -59,20 +65,20 @@ def run(fn: Function) -> bool:
         for ins in b.instrs:
             t = ins.type
             if ins.op in ("add", "sub") and getattr(t, "is_float", False):
-                x, y = ins.operands
                 pre: list = []
                 new_ops = None
-                if _single_use_mul(x, t, uses) and id(x) not in dead:
-                    mul = x
+                for op, pos, neg_c, neg_a in RULES:
+                    mul = ins.operands[pos]
+                    if op != ins.op or not _single_use_mul(mul, t, uses) or id(mul) in dead:
+                        continue
                     a, bb = mul.operands
-                    c = y if ins.op == "add" else _neg(y, b, pre, ins.loc)
-                    new_ops = [a, bb, c]
-                elif _single_use_mul(y, t, uses) and id(y) not in dead:
-                    mul = y
-                    a, bb = mul.operands
-                    if ins.op == "sub":
+                    c = ins.operands[1 - pos]
+                    if neg_c:
+                        c = _neg(c, b, pre, ins.loc)
+                    if neg_a:
                         a = _neg(a, b, pre, ins.loc)
-                    new_ops = [a, bb, x]
+                    new_ops = [a, bb, c]
+                    break
                 if new_ops is not None:
                     dead.add(id(mul))
                     out.extend(pre)
