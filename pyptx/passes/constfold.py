@@ -28,76 +28,101 @@ def _all_ones(c) -> bool:
                                                                 else (1 << c.type.bits) - 1)
 
 
-def simplify(ins: Instr):
-    """A value equal to `ins` for every input (identity rule), or None."""
-    op, t, ops = ins.op, ins.type, ins.operands
-    if op == "select":
-        c, a, b = ops
-        if isinstance(c, Const):
-            return a if c.value else b
-        return a if a is b or (isinstance(a, Const) and a == b) else None
-    if op == "gep":                     # p + 0 elements is p (same pointer type)
-        return ops[0] if _is(ops[1], 0) and ops[0].type == t else None
-    if not hasattr(t, "is_int"):
-        return None
-    is_int, is_bool = t.is_int, t.is_bool
-    a = ops[0] if ops else None
-    b = ops[1] if len(ops) > 1 else None
-    if op == "add" and is_int:
-        if _is(b, 0):
-            return a
-        if _is(a, 0):
-            return b
-    elif op == "sub" and is_int:
-        if _is(b, 0):
-            return a
-        if a is b:
-            return Const(t, 0)
-    elif op == "mul":
-        if _is(b, 1):
-            return a
-        if _is(a, 1):
-            return b
-        if is_int and (_is(a, 0) or _is(b, 0)):
-            return Const(t, 0)
-    elif op == "div" and _is(b, 1):
-        return a
-    elif op in ("and", "or") and is_bool:
+def _int(t) -> bool:
+    return getattr(t, "is_int", False)
+
+
+def _bool(t) -> bool:
+    return getattr(t, "is_bool", False)
+
+
+def _int_or_bool(t) -> bool:
+    return getattr(t, "is_int", False) or getattr(t, "is_bool", False)
+
+
+def _any(t) -> bool:
+    return True
+
+
+def _select(ops, t):
+    c, a, b = ops
+    if isinstance(c, Const):
+        return a if c.value else b
+    return a if a is b or (isinstance(a, Const) and a == b) else None
+
+
+def _bool_identity(keep_if: bool):
+    """`and true` / `or false` is the other operand; `and false` / `or true` the constant."""
+    def rewrite(ops, t):
+        a, b = ops
         for x, y in ((a, b), (b, a)):
             if isinstance(y, Const):
-                keep = bool(y.value) == (op == "and")      # and true / or false: identity
-                return x if keep else y
-        if a is b:
-            return a
-    elif op == "and" and is_int:
-        if _is(a, 0) or _is(b, 0):
-            return Const(t, 0)
-        if _all_ones(b):
-            return a
-        if _all_ones(a):
-            return b
-        if a is b:
-            return a
-    elif op == "or" and is_int:
-        if _is(b, 0):
-            return a
-        if _is(a, 0):
-            return b
-        if a is b:
-            return a
-    elif op == "xor" and (is_int or is_bool):
-        if _is(b, 0) or (is_bool and isinstance(b, Const) and b.value is False):
-            return a
-        if _is(a, 0) or (is_bool and isinstance(a, Const) and a.value is False):
-            return b
-        if a is b:
-            return Const(t, False if is_bool else 0)
-    elif op in ("shl", "shr") and _is(b, 0):
+                return x if bool(y.value) == keep_if else y
+        return a if a is b else None
+    return rewrite
+
+
+def _is_false(c) -> bool:
+    return isinstance(c, Const) and c.value is False
+
+
+def _xor(ops, t):
+    a, b = ops
+    if _is(b, 0) or (t.is_bool and _is_false(b)):
         return a
-    elif op == "cvt" and a.type == t and (is_int or is_bool):
-        return a
-    elif op in ("neg", "not") and isinstance(a, Instr) and a.op == op and (is_int or is_bool):
-        return a.operands[0]
+    if _is(a, 0) or (t.is_bool and _is_false(a)):
+        return b
+    return Const(t, False if t.is_bool else 0) if a is b else None
+
+
+def _scalar(t) -> bool:
+    return hasattr(t, "is_int")
+
+
+#: The exact identities, as rows (op, guard on the result type, rewrite(operands, type) -> a
+#: value equal to the instruction for every input, or None), tried in order.  Ints only where
+#: floats differ (`-0.0 + 0.0` is `+0.0`; `inf * 0` is NaN); `select` and `gep` for any type.
+IDENTITIES = (
+    ("select", _any, _select),
+    ("gep", _any, lambda ops, t: ops[0] if _is(ops[1], 0) and ops[0].type == t else None),
+    ("add", _int, lambda ops, t: ops[0] if _is(ops[1], 0) else ops[1] if _is(ops[0], 0)
+     else None),
+    ("sub", _int, lambda ops, t: ops[0] if _is(ops[1], 0) else Const(t, 0) if ops[0] is ops[1]
+     else None),
+    ("mul", _scalar, lambda ops, t: ops[0] if _is(ops[1], 1) else ops[1] if _is(ops[0], 1)
+     else None),
+    ("mul", _int, lambda ops, t: Const(t, 0) if _is(ops[0], 0) or _is(ops[1], 0) else None),
+    ("div", _scalar, lambda ops, t: ops[0] if _is(ops[1], 1) else None),
+    ("and", _bool, _bool_identity(True)),
+    ("or", _bool, _bool_identity(False)),
+    ("and", _int, lambda ops, t: Const(t, 0) if _is(ops[0], 0) or _is(ops[1], 0) else
+     ops[0] if _all_ones(ops[1]) else ops[1] if _all_ones(ops[0]) else
+     ops[0] if ops[0] is ops[1] else None),
+    ("or", _int, lambda ops, t: ops[0] if _is(ops[1], 0) else ops[1] if _is(ops[0], 0) else
+     ops[0] if ops[0] is ops[1] else None),
+    ("xor", _int_or_bool, _xor),
+    ("shl", _scalar, lambda ops, t: ops[0] if _is(ops[1], 0) else None),
+    ("shr", _scalar, lambda ops, t: ops[0] if _is(ops[1], 0) else None),
+    ("cvt", _int_or_bool, lambda ops, t: ops[0] if ops[0].type == t else None),
+    ("neg", _int_or_bool, lambda ops, t: ops[0].operands[0]
+     if isinstance(ops[0], Instr) and ops[0].op == "neg" else None),
+    ("not", _int_or_bool, lambda ops, t: ops[0].operands[0]
+     if isinstance(ops[0], Instr) and ops[0].op == "not" else None),
+)
+_RULES: dict = {}
+for _op, _guard, _rewrite in IDENTITIES:
+    _RULES.setdefault(_op, []).append((_guard, _rewrite))
+
+
+def simplify(ins: Instr):
+    """A value equal to `ins` for every input (the first `IDENTITIES` row that applies), or
+    None."""
+    t = ins.type
+    for guard, rewrite in _RULES.get(ins.op, ()):
+        if guard(t):
+            v = rewrite(ins.operands, t)
+            if v is not None:
+                return v
     return None
 
 
@@ -105,8 +130,7 @@ def simplify(ins: Instr):
 #: a set lookup instead of re-deriving both for every instruction.
 _FOLDABLE = frozenset(FOLDS)
 _FOLDABLE_OR_GEP = _FOLDABLE | {"gep"}
-_SIMPLIFIED = frozenset({"select", "add", "sub", "mul", "div", "and", "or", "xor", "shl", "shr",
-                         "cvt", "neg", "not"})
+_SIMPLIFIED = frozenset(_RULES)
 
 
 def fold_instr(ins: Instr):
