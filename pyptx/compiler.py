@@ -21,7 +21,7 @@ from .functions import DeviceFunction, KernelBase as Kernel
 from .frontend.describe import annotation_text, shown
 from .frontend.signature import ArgSpec  # noqa: F401  (re-exported: pyptx.ArgSpec)
 from .ptx import KernelParam  # noqa: F401  (the backend's record, re-exported as pyptx.KernelParam)
-from .target import DEFAULT_ARCH, default_arch  # noqa: F401  (the runtime is never imported)
+from .target import DEFAULT_ARCH, SUGGESTED_ARCHS, default_arch  # noqa: F401  (the runtime is never imported)
 
 _ARCH_RE = re.compile(r"^sm_(\d+)(a|f)?$")
 
@@ -177,8 +177,7 @@ def _strided_layouts(types: dict, arg_types: dict | None) -> dict:
 def check_arch(arch: str) -> str:
     m = _ARCH_RE.match(arch or "")
     if not m or int(m.group(1)) < 75:
-        raise CompileError(f"unsupported arch {arch!r}: use one of sm_75, sm_80, sm_86, sm_89, "
-                           f"sm_90, sm_90a (or newer)")
+        raise CompileError(f"unsupported arch {arch!r}: use one of {SUGGESTED_ARCHS}")
     return arch
 
 

@@ -17,6 +17,18 @@ import sys
 KNOWN_ARCHS = (75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121)
 MIN_CC = 75
 DEFAULT_ARCH = "sm_80"
+#: the archs an error message suggests (pyptx.compile, the command line)
+SUGGESTED_ARCHS = "sm_75, sm_80, sm_86, sm_89, sm_90, sm_90a (or newer)"
+
+#: arch -> lowest `.version` (x10) that knows it.  sm_75/sm_80 are pinned to 7.0 (the floor this
+#: backend's instruction set needs); the rest are the PTX ISA's introduction versions.
+ARCH_MIN_ISA: dict[str, int] = {
+    "sm_75": 70, "sm_80": 70, "sm_86": 71, "sm_87": 74, "sm_88": 90, "sm_89": 78, "sm_90": 78,
+    "sm_90a": 80,
+    "sm_100": 86, "sm_100a": 86, "sm_100f": 88, "sm_101": 86, "sm_101a": 86, "sm_101f": 88,
+    "sm_103": 88, "sm_103a": 88, "sm_103f": 88, "sm_110": 90, "sm_110a": 90, "sm_110f": 90,
+    "sm_120": 87, "sm_120a": 87, "sm_120f": 88, "sm_121": 88, "sm_121a": 88, "sm_121f": 88,
+}
 
 
 def arch_for_cc(major: int, minor: int) -> str:

@@ -185,15 +185,7 @@ APPROX = frozenset(ir_ops.APPROX_FNS)
 
 # ---- PTX ISA versions --------------------------------------------------------------------------
 
-#: arch -> lowest `.version` (x10) that knows it.  sm_75/sm_80 are pinned to 7.0 (the floor this
-#: backend's instruction set needs); the rest are the PTX ISA's introduction versions.
-ARCH_MIN_ISA: dict[str, int] = {
-    "sm_75": 70, "sm_80": 70, "sm_86": 71, "sm_87": 74, "sm_88": 90, "sm_89": 78, "sm_90": 78,
-    "sm_90a": 80,
-    "sm_100": 86, "sm_100a": 86, "sm_100f": 88, "sm_101": 86, "sm_101a": 86, "sm_101f": 88,
-    "sm_103": 88, "sm_103a": 88, "sm_103f": 88, "sm_110": 90, "sm_110a": 90, "sm_110f": 90,
-    "sm_120": 87, "sm_120a": 87, "sm_120f": 88, "sm_121": 88, "sm_121a": 88, "sm_121f": 88,
-}
+from ..target import ARCH_MIN_ISA  # noqa: E402,F401 - the arch facts live in pyptx/target.py
 
 #: instruction features that need more than the base: name -> (min ISA x10, min sm).  Each is
 #: declared by the op records that need it (`gate`: every use, checked by the emitter before the
