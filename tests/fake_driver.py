@@ -820,6 +820,16 @@ def on_fake_gpu(monkeypatch, fd):
         driver.set_driver(prev)
 
 
+def on_cpu_or_fake_gpu(request, monkeypatch, fd_factory=None):
+    """The body of a fixture with `params=["cpu", "fake"]`: the CPU executor (yields None), or
+    the GPU path on a fake driver (yields it; `fd_factory()` makes it, FakeDriver by default)."""
+    if request.param == "cpu":
+        monkeypatch.setenv("PYPTX_DEVICE", "cpu")
+        yield None
+    else:
+        yield from on_fake_gpu(monkeypatch, (fd_factory or FakeDriver)())
+
+
 def idle_in_pool(ptr, ctx=None) -> bool:
     """pyptx gave `ptr` back: it is an idle buffer of a context's memory pool (a DeviceArray's
     memory returns there, for stream-ordered reuse, not to cuMemFree: pyptx/runtime/devmem.py).

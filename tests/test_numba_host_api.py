@@ -11,17 +11,13 @@ import pytest
 import pyptx
 from pyptx import cuda
 
-from fake_driver import FakeDriver, on_fake_gpu
+from fake_driver import FakeDriver, on_cpu_or_fake_gpu, on_fake_gpu
 
 
 @pytest.fixture(params=["cpu", "fake"])
 def where(request, monkeypatch):
     """The CPU executor, or the GPU path against the fake driver (yields the FakeDriver)."""
-    if request.param == "cpu":
-        monkeypatch.setenv("PYPTX_DEVICE", "cpu")
-        yield None
-    else:
-        yield from on_fake_gpu(monkeypatch, FakeDriver())
+    yield from on_cpu_or_fake_gpu(request, monkeypatch)
 
 
 @pytest.fixture

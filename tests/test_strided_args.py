@@ -17,7 +17,7 @@ import pyptx
 from pyptx import LaunchError, f32, i32
 from pyptx.runtime import driver
 
-from fake_driver import FakeDriver, on_fake_gpu
+from fake_driver import FakeDriver, on_cpu_or_fake_gpu, on_fake_gpu
 
 rng = np.random.default_rng(85)
 
@@ -26,11 +26,7 @@ rng = np.random.default_rng(85)
 def dev(request, monkeypatch):
     """The CPU executor, or the GPU path on the fake driver (which runs the launch's PTX on the
     CPU executor, on its own device memory)."""
-    if request.param == "cpu":
-        monkeypatch.setenv("PYPTX_DEVICE", "cpu")
-        yield None
-    else:
-        yield from on_fake_gpu(monkeypatch, FakeDriver())
+    yield from on_cpu_or_fake_gpu(request, monkeypatch)
 
 
 @pytest.fixture

@@ -535,17 +535,16 @@ def _describe_array(dtype, ndim) -> str:
     return f"{np.dtype(dtype).name} array with {ndim} dimension{'s' if ndim != 1 else ''}"
 
 
-def _array_checker(spec, dev, array_arg, kname, ordinal=None):
-    if spec.strided:
-        return _strided_checker(spec, dev, array_arg, kname, ordinal)
-    name, dt, nd, writable = spec.name, spec.dtype.dtype, spec.ndim, spec.writable
-    # a bf16[...] parameter takes ml_dtypes.bfloat16 arrays as well as uint16 bit patterns
+def _array_failures(spec, kname, ordinal):
+    """(the other dtype accepted, fail(got), wrong_device(other, what=None)) of an array
+    parameter's checker: the LaunchErrors naming the argument.  A bf16[...] parameter takes
+    ml_dtypes.bfloat16 arrays as well as uint16 bit patterns (`alt`)."""
+    name, dt, nd = spec.name, spec.dtype.dtype, spec.ndim
     alt = _bfloat16_dtype() if spec.dtype is T.bf16 else dt
     expected = _describe_array(dt, nd)
     if alt is not dt:
         expected = f"bfloat16 or {expected}"
     where = f" (launching {kname})"
-    gpu = dev == "gpu"
 
     def fail(got):
         raise LaunchError(f"argument '{name}': expected {expected}, got {got}{where}")
@@ -556,6 +555,44 @@ def _array_checker(spec, dev, array_arg, kname, ordinal=None):
                           f"{ordinal} (the calling thread's device, pyptx.use_device); launch "
                           f"it inside `with pyptx.use_device({other}):` or copy the array to "
                           f"device {ordinal} first{where}")
+    return alt, fail, wrong_device
+
+
+def _check_device_array(a, dt, alt, nd, dev, ordinal, fail, wrong_device) -> None:
+    """What every array checker requires of a DeviceArray argument (past the fast path): its
+    dtype and rank, not freed, memory of the launch's kind (GPU / CPU executor) and device."""
+    if (a.dtype != dt and a.dtype != alt) or a.ndim != nd:
+        fail(f"a DeviceArray of {_describe_array(a.dtype, a.ndim)}")
+    if a._freed:
+        fail("a DeviceArray that was freed (DeviceArray.free())")
+    if dev == "cpu":
+        if a.on_gpu:
+            fail("a DeviceArray in GPU memory, but launches run on the CPU executor")
+    elif not a.on_gpu:
+        fail("a DeviceArray made for the CPU executor, but launches run on the GPU")
+    elif a._device != ordinal:
+        wrong_device(a._device)
+
+
+def _cai_shape(cai, dt, alt, nd, dev, fail) -> tuple:
+    """A `__cuda_array_interface__` argument's shape, after the checks every array checker
+    makes of one: GPU launches only, the parameter's dtype and rank."""
+    if dev == "cpu":
+        fail("a GPU array (__cuda_array_interface__), but launches run on the CPU "
+             "executor; copy it to a numpy array")
+    shape = tuple(int(s) for s in cai["shape"])
+    got_dt = np.dtype(cai["typestr"])
+    if (got_dt != dt and got_dt != alt) or len(shape) != nd:
+        fail(f"a GPU array of {_describe_array(got_dt, len(shape))}")
+    return shape
+
+
+def _array_checker(spec, dev, array_arg, kname, ordinal=None):
+    if spec.strided:
+        return _strided_checker(spec, dev, array_arg, kname, ordinal)
+    dt, nd, writable = spec.dtype.dtype, spec.ndim, spec.writable
+    alt, fail, wrong_device = _array_failures(spec, kname, ordinal)
+    gpu = dev == "gpu"
 
     def check(a, out):
         if gpu and type(a) is DeviceArray and a._host is None:    # the fast, common case
@@ -582,20 +619,11 @@ def _array_checker(spec, dev, array_arg, kname, ordinal=None):
                 fail("a read-only array, but the kernel writes to it")
             shape = a.shape
         elif isinstance(a, DeviceArray):
-            if (a.dtype != dt and a.dtype != alt) or a.ndim != nd:
-                fail(f"a DeviceArray of {_describe_array(a.dtype, a.ndim)}")
-            if a._freed:
-                fail("a DeviceArray that was freed (DeviceArray.free())")
+            _check_device_array(a, dt, alt, nd, dev, ordinal, fail, wrong_device)
             shape = a.shape
             if dev == "cpu":
-                if a.on_gpu:
-                    fail("a DeviceArray in GPU memory, but launches run on the CPU executor")
                 a = a._host
-            elif not a.on_gpu:
-                fail("a DeviceArray made for the CPU executor, but launches run on the GPU")
             else:
-                if a._device != ordinal:
-                    wrong_device(a._device)
                 for s in shape:
                     if s >= _SHAPE_LIMIT:
                         fail(f"shape {shape}: every dimension must be below 2**31")
@@ -618,13 +646,7 @@ def _array_checker(spec, dev, array_arg, kname, ordinal=None):
                 out.append(array_arg(a, writable))
                 out.extend(shape)
                 return
-            if dev == "cpu":
-                fail("a GPU array (__cuda_array_interface__), but launches run on the CPU "
-                     "executor; copy it to a numpy array")
-            shape = tuple(int(s) for s in cai["shape"])
-            got_dt = np.dtype(cai["typestr"])
-            if (got_dt != dt and got_dt != alt) or len(shape) != nd:
-                fail(f"a GPU array of {_describe_array(got_dt, len(shape))}")
+            shape = _cai_shape(cai, dt, alt, nd, dev, fail)
             if _cai_strided(cai):
                 raise _Strided(fail, "a non-contiguous GPU array")
             if cai.get("stream", None) == 0:
@@ -659,24 +681,10 @@ def _strided_checker(spec, dev, array_arg, kname, ordinal=None):
     contiguous; `__cuda_array_interface__` (strides in bytes) and DLPack (in elements) device
     arrays are used in place with their own strides.  A stride of 0 (np.broadcast_to) may be
     read, not written: the writes of its elements would race on one location."""
-    name, dt, nd, writable = spec.name, spec.dtype.dtype, spec.ndim, spec.writable
-    alt = _bfloat16_dtype() if spec.dtype is T.bf16 else dt
-    expected = _describe_array(dt, nd)
-    if alt is not dt:
-        expected = f"bfloat16 or {expected}"
-    where = f" (launching {kname})"
+    dt, nd, writable = spec.dtype.dtype, spec.ndim, spec.writable
+    alt, fail, wrong_device = _array_failures(spec, kname, ordinal)
     gpu = dev == "gpu"
     itemsize = dt.itemsize
-
-    def fail(got):
-        raise LaunchError(f"argument '{name}': expected {expected}, got {got}{where}")
-
-    def wrong_device(other, what=None):
-        what = what or f"is in the memory of CUDA device {other}"
-        raise LaunchError(f"argument '{name}' {what}, but this launch runs on CUDA device "
-                          f"{ordinal} (the calling thread's device, pyptx.use_device); launch "
-                          f"it inside `with pyptx.use_device({other}):` or copy the array to "
-                          f"device {ordinal} first{where}")
 
     def elements(byte_strides, shape):
         out = []
@@ -726,21 +734,12 @@ def _strided_checker(spec, dev, array_arg, kname, ordinal=None):
             finish(array_arg(a, writable), shape, strides, out)
             return
         if isinstance(a, DeviceArray):
-            if (a.dtype != dt and a.dtype != alt) or a.ndim != nd:
-                fail(f"a DeviceArray of {_describe_array(a.dtype, a.ndim)}")
-            if a._freed:
-                fail("a DeviceArray that was freed (DeviceArray.free())")
+            _check_device_array(a, dt, alt, nd, dev, ordinal, fail, wrong_device)
             shape = a.shape
             if dev == "cpu":
-                if a.on_gpu:
-                    fail("a DeviceArray in GPU memory, but launches run on the CPU executor")
                 validate(shape, ())
                 finish(array_arg(a._host, writable), shape, _c_elem_strides(shape), out)
                 return
-            if not a.on_gpu:
-                fail("a DeviceArray made for the CPU executor, but launches run on the GPU")
-            if a._device != ordinal:
-                wrong_device(a._device)
             validate(shape, ())
             finish(a._ptr, shape, _c_elem_strides(shape), out)
             return
@@ -767,13 +766,7 @@ def _strided_checker(spec, dev, array_arg, kname, ordinal=None):
                     t.release()
                 raise
             return
-        if dev == "cpu":
-            fail("a GPU array (__cuda_array_interface__), but launches run on the CPU "
-                 "executor; copy it to a numpy array")
-        shape = tuple(int(s) for s in cai["shape"])
-        got_dt = np.dtype(cai["typestr"])
-        if (got_dt != dt and got_dt != alt) or len(shape) != nd:
-            fail(f"a GPU array of {_describe_array(got_dt, len(shape))}")
+        shape = _cai_shape(cai, dt, alt, nd, dev, fail)
         byte_strides = cai.get("strides")
         strides = _c_elem_strides(shape) if byte_strides is None else \
             elements(byte_strides, shape)          # the interface's strides are bytes

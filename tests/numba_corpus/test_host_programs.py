@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_driver import FakeDriver, on_fake_gpu
+from fake_driver import on_cpu_or_fake_gpu
 
 from . import host_programs
 
@@ -21,11 +21,7 @@ HERE = Path(__file__).parent
 
 @pytest.fixture(params=["cpu", "fake"])
 def where(request, monkeypatch):
-    if request.param == "cpu":
-        monkeypatch.setenv("PYPTX_DEVICE", "cpu")
-        yield None
-    else:
-        yield from on_fake_gpu(monkeypatch, FakeDriver())
+    yield from on_cpu_or_fake_gpu(request, monkeypatch)
 
 
 @pytest.mark.parametrize("name", sorted(host_programs.PROGRAMS))
