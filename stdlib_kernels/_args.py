@@ -309,15 +309,11 @@ def _dlpack_stream(stream):
 def _wait_for(producer, stream) -> None:
     """CAI v3 `stream`: the stream the call launches on waits for the producer's work."""
     from pyptx.runtime import driver
+    from pyptx.runtime.devmem import wait_for_producer
     ctx = driver.context()
-    mine = int(stream or ctx.home)
-    producer = int(producer)
-    if producer == mine or (producer == 1 and mine == 0):
-        return
-    from pyptx.runtime.devmem import order_after
     pushed = ctx.enter()
     try:
-        order_after(ctx, mine, producer)
+        wait_for_producer(ctx, producer, stream)
     finally:
         ctx.leave(pushed)
 

@@ -243,18 +243,6 @@ class DeviceArray:
         `a[:, 0]`) a `StridedView` (strided_view.py) that kernels take as a strided argument;
         an index of every axis (`a[3]`, `a[i, j]`) reads that element back to the host (a
         numpy scalar)."""
-        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)) \
-                and self.ndim > 1:
-            offset, shape = self._region(key)
-            if self._host is not None:
-                return _View(shape, self.dtype, self, host=self._host[int(key)])
-            return _View(shape, self.dtype, self, offset=offset * self.dtype.itemsize)
-        if isinstance(key, (int, np.integer, tuple)) and self.shape:
-            region = self._region(key)
-            if region is not None and region[1] == ():
-                self._check_live()
-                capture_check("cuMemcpyDtoH", "DeviceArray.__getitem__()")
-                return self._read(region[0], ())[()]
         if not self.shape:
             raise TypeError("a 0-d DeviceArray cannot be indexed; copy_to_host() reads it")
         from .strided_view import StridedView, select

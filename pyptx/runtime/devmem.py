@@ -116,6 +116,19 @@ def order_after(ctx, waiter: int, stream: int) -> None:
         ctx.idle_event(ev)          # re-recording later does not change the wait queued now
 
 
+def wait_for_producer(ctx, producer, stream) -> None:
+    """CAI v3 `stream` of a foreign array: `stream` (the launch's, None/0 = pyptx's home)
+    waits for the producer's queued work, unless it is that very stream (1 = legacy default,
+    which is the home stream outside per-thread mode).  Caller holds the context current."""
+    if producer is None:
+        return
+    mine = int(stream or ctx.home)
+    producer = int(producer)
+    if producer == mine or (producer == 1 and mine == 0):
+        return
+    order_after(ctx, mine, producer)
+
+
 def _owner(array):
     """The DeviceArray that owns `array`'s memory (a view's base, followed to the end)."""
     while getattr(array, "_base", None) is not None:

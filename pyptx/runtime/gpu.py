@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from . import driver, readonly
+from . import devmem, driver, readonly
 from ..errors import DeviceError, LaunchError
 from .dlpack import ImportedTensor
 from .gpu_faults import last_kernel
@@ -293,18 +293,7 @@ class _Staging:
 
     def _wait_for(self, producer) -> None:
         """CAI v3 `stream`: make the launch stream wait for the producer's pending work."""
-        if producer is None:
-            return
-        mine = self.stream or self.ctx.home
-        if producer == mine or (producer == 1 and mine == 0):
-            return
-        drv = self.ctx.drv
-        ev = self.ctx.event()
-        try:
-            driver.check(drv.cuEventRecord(ev, producer), "cuEventRecord", drv)
-            driver.check(drv.cuStreamWaitEvent(mine, ev, 0), "cuStreamWaitEvent", drv)
-        finally:
-            self.ctx.idle_event(ev)
+        devmem.wait_for_producer(self.ctx, producer, self.stream)
 
     def copy_back(self) -> None:
         self.launched = True

@@ -33,7 +33,10 @@ def select(base, key):
             isinstance(key, (list, np.ndarray)):
         raise TypeError("a DeviceArray takes basic indexing only (ints, slices, ...); "
                         "copy_to_host() for fancy indexing")
-    v = dummy[key]
+    parts = key if isinstance(key, tuple) else (key,)
+    if not any(k is Ellipsis for k in parts):
+        parts = parts + (Ellipsis,)       # an index of every axis: a 0-d view, not a scalar
+    v = dummy[parts]
     offset = v.__array_interface__["data"][0] - dummy.__array_interface__["data"][0]
     return v.shape, v.strides, offset
 
