@@ -144,3 +144,12 @@ def cpu_device(monkeypatch):
     """Run launches on the CPU executor."""
     monkeypatch.setenv("PYPTX_DEVICE", "cpu")
     yield "cpu"
+
+
+def pytest_collection_finish(session):
+    """Every test module (torch, transformers, hypothesis with them) is imported now: freeze
+    that heap, so the suite's many `gc.collect()` calls (DeviceArray finalizers in the fake-GPU
+    tests) scan only what the tests create, not the millions of objects of the imports."""
+    import gc
+    gc.collect()
+    gc.freeze()

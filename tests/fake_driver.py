@@ -816,7 +816,11 @@ def on_fake_gpu(monkeypatch, fd):
     try:
         yield fd
     finally:
-        gc.collect()
+        gc.collect()        # DeviceArrays in cycles are freed while `fd` is still the driver
+        # What survives is live: freeze it, so the next collect scans only newer objects.  A
+        # full collect of the suite's heap (torch, transformers, every compiled kernel) took
+        # ~3-10 s, paid by each of a few hundred fake-GPU tests.
+        gc.freeze()
         driver.set_driver(prev)
 
 
