@@ -522,3 +522,81 @@ def test_the_optimizer_keeps_the_async_ops_in_order(opt):
     assert seq.index("wgmma.wait_group.sync.aligned") < seq.index("st.global.f32")
     assert sum(s.startswith("st.global") for s in seq[last_wait:]) == 4
     _ptxas_ok(ck)
+
+
+# ---- the descriptor's bits and the accumulator-copy fallback --------------------------------------
+
+@pyptx.kernel
+def wg_descs(out: pyptx.u64[:], lbo: i32, sbo: i32):
+    s = pyptx.shared.array(4096, u16)
+    out[0] = pyptx.wgmma_desc(s, 0, swizzle=0, lbo=128, sbo=256)
+    out[1] = pyptx.wgmma_desc(s, 16, swizzle=32)
+    out[2] = pyptx.wgmma_desc(s, 64 + 8, swizzle=64, lbo=lbo, sbo=sbo)
+    out[3] = pyptx.wgmma_desc(s, 1000, swizzle=128, lbo=lbo, sbo=sbo)
+    out[4] = pyptx.wgmma_desc(s, 0, swizzle=128) + 2     # advanced by hand: start + 32 bytes
+
+
+def test_descriptor_bits():
+    """The ISA's descriptor: (addr >> 4) in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in 32-45,
+    swizzle in 62-63 (1 = 128B, 2 = 64B, 3 = 32B).  The array `s` is the first shared array and
+    is 1024-aligned (a 128B-swizzled descriptor points into it), so it starts at 0 here."""
+    out = np.zeros(5, np.uint64)
+    wg_descs[1, 1](out, 4096, 2048)
+
+    def desc(addr, lbo, sbo, code):
+        return (addr >> 4) | (lbo >> 4) << 16 | (sbo >> 4) << 32 | code << 62
+    want = [desc(0, 128, 256, 0), desc(32, 16, 256, 3), desc(144, 4096, 2048, 2),
+            desc(2000, 4096, 2048, 1), desc(32, 16, 1024, 1)]
+    assert [int(x) for x in out] == want
+    ck = pyptx.compile(wg_descs, arch="sm_90a")
+    assert ".shared .align 1024 .b8" in ck.ptx
+    assemble(ck.ptx, "sm_90a")
+
+
+@pytest.mark.parametrize("lbo,msg", [(8, "multiple of 16"), (1 << 18, "multiple of 16"),
+                                     (1.5, "integer byte offset")])
+def test_descriptor_offsets_are_checked(lbo, msg):
+    @pyptx.kernel
+    def bad(out: pyptx.u64[:], L: pyptx.constexpr):
+        s = pyptx.shared.array(4096, u16)
+        out[0] = pyptx.wgmma_desc(s, 0, swizzle=128, lbo=L)
+    with pytest.raises(CompileError, match=msg):
+        pyptx.compile(bad, arch="sm_90a", constexprs={"L": lbo})
+
+
+@pyptx.kernel
+def wg_reuse(out: f32[:, :], c: f32[:, :], imga: u16[:], imgb: u16[:]):
+    """The accumulator passed in is still used after the wgmma (D = A·B + C and C itself are
+    stored): the backend must copy C into fresh D registers, not overwrite it."""
+    sa = pyptx.shared.array(64 * 16, u16)
+    sb = pyptx.shared.array(8 * 16, u16)
+    t = thread_idx.x
+    for i in range(t, 64 * 16, 128):
+        sa[i] = imga[i]
+    for i in range(t, 8 * 16, 128):
+        sb[i] = imgb[i]
+    pyptx.fence_proxy_async()
+    pyptx.syncthreads()
+    acc = (c[t, 0], c[t, 1], c[t, 2], c[t, 3])
+    pyptx.wgmma_fence()
+    d = pyptx.wgmma(pyptx.wgmma_desc(sa, 0, swizzle=32), pyptx.wgmma_desc(sb, 0, swizzle=32),
+                    acc, atype="f16")
+    pyptx.wgmma_commit()
+    pyptx.wgmma_wait(0)
+    for j in pyptx.static_range(4):
+        out[t, j] = d[j]
+        out[t, 4 + j] = acc[j]
+
+
+def test_an_accumulator_used_later_is_copied_not_clobbered():
+    Abits, Av = _halves("f16", (64, 16))
+    Bbits, Bv = _halves("f16", (16, 8))
+    la, lb = Layout(32, False, 64, 16), Layout(32, False, 8, 16)
+    c = rng.standard_normal((128, 4)).astype(np.float32)
+    out = np.full((128, 8), np.nan, np.float32)
+    wg_reuse[1, 128](out, c, la.image(Abits), lb.image(Bbits.T))
+    np.testing.assert_array_equal(out[:, 4:], c)
+    _check(np.ascontiguousarray(out[:, :4]), c, Av, Bv, 1, True, "reuse")
+    ck = pyptx.compile(wg_reuse, arch="sm_90a")
+    assert ck.ptx.count("mov.f32") == 4
+    assemble(ck.ptx, "sm_90a")
