@@ -600,3 +600,15 @@ def test_an_accumulator_used_later_is_copied_not_clobbered():
     ck = pyptx.compile(wg_reuse, arch="sm_90a")
     assert ck.ptx.count("mov.f32") == 4
     assemble(ck.ptx, "sm_90a")
+
+
+@pytest.mark.parametrize("opt", [0, 2])
+def test_the_ir_verifies_and_round_trips(opt):
+    """The frontend's IR for descriptors and wgmma passes the verifier's type rules (u32 shift
+    counts, VecType(f32, N/2) results) and prints/parses back to itself."""
+    from pyptx.ir import parse_function, print_function, verify
+    for kernel, cx in ((wg_kloop, {}), (wg_protocol, {"MODE": 0}), (wg_descs, {})):
+        ck = pyptx.compile(kernel, arch="sm_90a", constexprs=cx or None, opt_level=opt)
+        fn = parse_function(ck.ir)
+        verify(fn)
+        assert print_function(fn) == ck.ir
