@@ -612,3 +612,41 @@ def test_the_ir_verifies_and_round_trips(opt):
         fn = parse_function(ck.ir)
         verify(fn)
         assert print_function(fn) == ck.ir
+
+
+@pyptx.kernel
+def wg_early_overwrite(out: f32[:, :], imga: u16[:], imgb: u16[:]):
+    """Overwrites the B tile (with zeros) after issuing the wgmma and before its wait: a race
+    on the GPU (the tensor cores may read B any time until the wait)."""
+    sa = pyptx.shared.array(64 * 16, u16)
+    sb = pyptx.shared.array(8 * 16, u16)
+    t = thread_idx.x
+    for i in range(t, 64 * 16, 128):
+        sa[i] = imga[i]
+    for i in range(t, 8 * 16, 128):
+        sb[i] = imgb[i]
+    pyptx.fence_proxy_async()
+    pyptx.syncthreads()
+    pyptx.wgmma_fence()
+    d = pyptx.wgmma(pyptx.wgmma_desc(sa, 0, swizzle=32), pyptx.wgmma_desc(sb, 0, swizzle=32),
+                    (0.0,) * 4, atype="f16", scale_d=False)
+    pyptx.wgmma_commit()
+    sb[t] = u16(0x3C00)                         # 1.0 everywhere: B becomes all ones
+    pyptx.fence_proxy_async()
+    pyptx.wgmma_wait(0)
+    for j in pyptx.static_range(4):
+        out[t, j] = d[j]
+
+
+def test_shared_memory_is_read_when_the_wait_retires_the_wgmma():
+    """The executor carries a wgmma out at its retiring wait, so a tile overwritten before it
+    is read as overwritten (here: D = A @ ones), and a checked launch names the race."""
+    Abits, Av = _halves("f16", (64, 16))
+    Bbits, _ = _halves("f16", (16, 8))
+    la, lb = Layout(32, False, 64, 16), Layout(32, False, 8, 16)
+    out = np.full((128, 4), np.nan, np.float32)
+    wg_early_overwrite[1, 128](out, la.image(Abits), lb.image(Bbits.T))
+    _check(out, np.zeros((128, 4), np.float32), Av, np.ones((16, 8)), 1, False, "overwrite")
+    with pytest.raises(pyptx.SanitizerError, match="race"):
+        with pyptx.sanitize():
+            wg_early_overwrite[1, 128](out, la.image(Abits), lb.image(Bbits.T))
