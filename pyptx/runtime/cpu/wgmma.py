@@ -18,7 +18,7 @@ atom (start + 32 bytes for the next k16 slice) reads what the GPU reads.
 Arithmetic as `mma`: products of two f16/bf16 values are exact in float64, `c + p0 + ... + p15`
 (k ascending; c = 0 when scale-d is false) is summed in float64 and rounded once to f32.
 
-Asynchrony (docs/decisions.md, "wgmma on the CPU executor"): a wgmma captures its registers
+Asynchrony (docs/decisions.md, "wgmma"): a wgmma captures its registers
 (A words, C, scale-d) when it issues, and is carried out when a `wgmma.wait_group` retires its
 group: only then are A and B read from shared memory and D written to its registers.  Until
 then the D registers hold NaN, so a kernel that reads its accumulator before the wait reads
