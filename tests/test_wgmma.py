@@ -240,7 +240,8 @@ def _check(out, c, Av, Bv, ks, scaled, tag):
             got[d_place(th, j)] = out[th, j]
     bound = (ks * U + ks * 17 * 2.0 ** -53) * mag
     err = np.abs(got - want)
-    assert (err <= bound).all(), (tag, float(np.nanmax(err - bound)), np.argwhere(~(err <= bound))[:4])
+    assert (err <= bound).all(), (tag, float(np.nanmax(err - bound)),
+                                  np.argwhere(~(err <= bound))[:4])
 
 
 def _kt(mode):
@@ -455,7 +456,7 @@ def test_an_incomplete_warpgroup_is_a_launch_error():
         _protocol(0, block=64)
 
 
-# ---- compile errors -------------------------------------------------------------------------------
+# ---- compile errors ---------------------------------------------------------------------------
 
 @pyptx.kernel
 def wg_bad(out: f32[:], imga: u16[:], WHAT: pyptx.constexpr):
@@ -524,7 +525,7 @@ def test_the_optimizer_keeps_the_async_ops_in_order(opt):
     _ptxas_ok(ck)
 
 
-# ---- the descriptor's bits and the accumulator-copy fallback --------------------------------------
+# ---- the descriptor's bits and the accumulator-copy fallback ----------------------------------
 
 @pyptx.kernel
 def wg_descs(out: pyptx.u64[:], lbo: i32, sbo: i32):
