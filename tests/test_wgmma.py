@@ -656,3 +656,22 @@ def test_shared_memory_is_read_when_the_wait_retires_the_wgmma():
     with pytest.raises(pyptx.SanitizerError, match="race"):
         with pyptx.sanitize():
             wg_early_overwrite[1, 128](out, la.image(Abits), lb.image(Bbits.T))
+
+
+def test_two_warpgroups_per_block_and_two_blocks():
+    """Block of 256 threads (warpgroups 0 and 1, each its own C and D), grid of 2 blocks."""
+    kind, n, mode = "bf16", 16, 64
+    kt = _kt(mode)
+    Abits, Av = _halves(kind, (64, kt))
+    Bbits, Bv = _halves(kind, (kt, n))
+    la, lb = Layout(mode, False, 64, kt), Layout(mode, False, n, kt)
+    imga, imgb = la.image(Abits), lb.image(Bbits.T)
+    c = rng.standard_normal((256, n // 2)).astype(np.float32)
+    out = np.full((256, n // 2), np.nan, np.float32)
+    cx = dict(NA=imga.size, NB=imgb.size, NH=n // 2, KS=kt // 16, SW=mode, ALBO=la.lbo,
+              ASBO=la.sbo, BLBO=lb.lbo, BSBO=lb.sbo, ASTEP=la.start(1) // 2,
+              BSTEP=lb.start(1) // 2, TA=False, TB=False, BF=True, SCALE=1)
+    wg_desc.specialize(**cx)[2, 256](out, c, imga, imgb, 1)
+    for g in range(2):
+        rows = slice(128 * g, 128 * g + 128)
+        _check(np.ascontiguousarray(out[rows]), c[rows], Av, Bv, kt // 16, True, ("wg", g))
