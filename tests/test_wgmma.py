@@ -675,3 +675,11 @@ def test_two_warpgroups_per_block_and_two_blocks():
     for g in range(2):
         rows = slice(128 * g, 128 * g + 128)
         _check(np.ascontiguousarray(out[rows]), c[rows], Av, Bv, kt // 16, True, ("wg", g))
+
+
+def test_a_correct_kernel_is_clean_under_the_sanitizer():
+    """fence_proxy_async + syncthreads before, wait before reading: no race, nothing read
+    uninitialised, and the result is the same."""
+    with pyptx.sanitize():
+        test_k_loop_on_the_cpu_through_a_plain_launch()
+        test_wait_group_retires_the_older_group_only()
