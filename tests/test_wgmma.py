@@ -14,6 +14,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import pyptx
 from pyptx import f32, i32, thread_idx, u16, u32
@@ -683,3 +684,11 @@ def test_a_correct_kernel_is_clean_under_the_sanitizer():
     with pyptx.sanitize():
         test_k_loop_on_the_cpu_through_a_plain_launch()
         test_wait_group_retires_the_older_group_only()
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(["f16", "bf16"]), n=st.integers(1, 32).map(lambda k: 8 * k),
+       mode=st.sampled_from([0, 32, 64, 128]), ta=st.booleans(), tb=st.booleans(),
+       scale=st.sampled_from([None, True, False]), flag=st.integers(0, 1))
+def test_generated_shapes_and_layouts(kind, n, mode, ta, tb, scale, flag):
+    _run_desc(kind, n, mode, ta, tb, scale, flag)
