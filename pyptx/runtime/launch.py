@@ -17,7 +17,7 @@ import threading
 import numpy as np
 
 from .. import types as T
-from ..errors import DeviceError, LaunchError
+from ..errors import CompileError, DeviceError, LaunchError
 from . import checking, profile
 from .envvars import env_reader
 from .device_array import DeviceArray
@@ -376,8 +376,19 @@ class _Binder:
     def _build(self, args, dev, cx, inferred) -> "_Plan":
         from .. import compiler
         arch = profile.current_arch() if dev == "gpu" else None    # the current device's
-        ck = compiler.compile_kernel(self.kernel, arch=arch, constexprs=cx or None,
-                                     arg_types=inferred or None)
+        for _ in range(3):
+            try:
+                ck = compiler.compile_kernel(self.kernel, arch=arch, constexprs=cx or None,
+                                             arg_types=inferred or None)
+                break
+            except CompileError as e:
+                # a feature of a newer or an arch-specific target (wgmma: sm_90a) on a device
+                # that runs it: the CPU executor (any arch), or a GPU of that arch's family
+                # (an sm_90 GPU runs sm_90a code)
+                want = getattr(e, "needs_arch", None)
+                if want is None or not (dev != "gpu" or arch == want.rstrip("a")):
+                    raise
+                arch = want
         return _Plan(ck, dev, [i for i in range(self.nargs) if i not in self.constexpr_pos],
                      self.names, self.kernel.name)
 
