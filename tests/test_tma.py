@@ -353,7 +353,8 @@ def test_ptxas_accepts_sm_90a():
     if find_ptxas() is None:
         pytest.skip("no ptxas")
     for k, cx in ((load2d, dict(NB=256)), (load3d, dict(NB=256)),
-                  (pipeline, dict(K=7, S=3, SW=128)), (early_read, dict(wait_first=False))):
+                  (pipeline, dict(K=7, S=3, SW=128)), (early_read, dict(wait_first=False)),
+                  (move_box, dict(NB=1024, WAIT=True))):
         assemble(pyptx.compile(k, arch="sm_90a", constexprs=cx).ptx, "sm_90a")
 
 
@@ -435,3 +436,74 @@ def test_numpy_tensor_map_on_a_gpu_is_refused(monkeypatch):
             load2d[1, 64](pyptx.to_device(np.zeros(256, np.uint8)), tm, 0, 0, 256)
     finally:
         gen.close()
+
+
+# ---- TMA stores --------------------------------------------------------------------------------
+
+@pyptx.kernel
+def move_box(ta: pyptx.tensormap, tb: pyptx.tensormap, r0: i32, c0: i32, r1: i32, c1: i32,
+             NB: pyptx.constexpr, WAIT: pyptx.constexpr):
+    """Load the box of A at (r0, c0), store it into B at (r1, c1): both maps share the box and
+    swizzle, so the tile's shared layout is whatever both agree on."""
+    tile = pyptx.shared.array(NB, u8)
+    bars = pyptx.shared.array(1, u64)
+    if thread_idx.x == 0:
+        pyptx.mbarrier_init(bars, 0, 1)
+        pyptx.mbarrier_arrive_expect_tx(bars, 0, NB)
+        pyptx.tma_load(tile, 0, ta, (r0, c0), bars, 0)
+        pyptx.mbarrier_wait(bars, 0, 0)
+        pyptx.tma_store(tb, (r1, c1), tile, 0)
+        if WAIT:
+            pyptx.tma_store_wait(0)
+
+
+@pytest.mark.parametrize("swizzle", [0, 32, 128])
+@pytest.mark.parametrize("dst", [(3, 8), (-2, -4), (14, 30)])
+def test_store_writes_only_the_in_bounds_part_of_the_box(cpu_device, swizzle, dst):
+    inner = (swizzle or 64) // 4
+    box = (6, inner)
+    a = _array("float32", (12, 40))
+    b = np.full((17, 40), -1.0, np.float32)
+    ta = pyptx.TensorMap(a, box, swizzle=swizzle)
+    tb = pyptx.TensorMap(b, box, swizzle=swizzle)
+    src = (2, 4)
+    move_box[1, 32](ta, tb, *src, *dst, ta.box_bytes, True)
+    want = np.full((17, 40), -1.0, np.float32)
+    tile = expected_box(a, src, box)
+    for (i, j), v in np.ndenumerate(tile):
+        r, c = dst[0] + i, dst[1] + j
+        if 0 <= r < 17 and 0 <= c < 40:
+            want[r, c] = v
+    np.testing.assert_array_equal(b, want)
+
+
+def test_unwaited_stores_complete_by_the_end_of_the_kernel(cpu_device):
+    a = _array("float32", (8, 16))
+    b = np.zeros((8, 16), np.float32)
+    ta, tb = pyptx.TensorMap(a, (8, 16)), pyptx.TensorMap(b, (8, 16))
+    move_box[1, 32](ta, tb, 0, 0, 0, 0, ta.box_bytes, False)
+    np.testing.assert_array_equal(b, a)
+
+
+def test_store_through_the_fake_driver(monkeypatch):
+    from fake_driver import FakeDriver, on_fake_gpu
+    gen = on_fake_gpu(monkeypatch, FakeDriver(cc=(9, 0)))
+    next(gen)
+    try:
+        a = _array("float32", (16, 32))
+        da, db = pyptx.to_device(a), pyptx.to_device(np.zeros((16, 32), np.float32))
+        ta = pyptx.TensorMap(da, (8, 32), swizzle=128)
+        tb = pyptx.TensorMap(db, (8, 32), swizzle=128)
+        move_box[1, 32](ta, tb, 8, 0, 4, 0, ta.box_bytes, True)
+        want = np.zeros((16, 32), np.float32)
+        want[4:12] = a[8:16]
+        np.testing.assert_array_equal(db.copy_to_host(), want)
+    finally:
+        gen.close()
+
+
+def test_store_ptx_form():
+    ptx = pyptx.compile(move_box, arch="sm_90", constexprs=dict(NB=1024, WAIT=True)).ptx
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in ptx
+    assert "cp.async.bulk.commit_group;" in ptx and "cp.async.bulk.wait_group.read 0;" in ptx
+    assert ".param .align 64 .b8 tb[128]" in ptx
