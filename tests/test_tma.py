@@ -162,7 +162,7 @@ def pipeline(out: f32[:], tm: pyptx.tensormap, K: pyptx.constexpr, S: pyptx.cons
              SW: pyptx.constexpr):
     """Thread 0 streams K boxes of 8 x 32 f32 through an S-stage ring (full[s]: the box's
     bytes landed; empty[s]: warp 1's 32 threads read it); warp 1 lane c folds column c of each
-    box, reading element (r, c) at its swizzled place."""
+    box, reading element (r, c) at its swizzled place.  Block b streams rows from 8 * K * b."""
     tiles = pyptx.shared.array((S, 256), f32)
     full = pyptx.shared.array(S, u64)
     empty = pyptx.shared.array(S, u64)
@@ -178,7 +178,7 @@ def pipeline(out: f32[:], tm: pyptx.tensormap, K: pyptx.constexpr, S: pyptx.cons
             s = k % S
             pyptx.mbarrier_wait(empty, s, ((k // S) & 1) ^ 1)
             pyptx.mbarrier_arrive_expect_tx(full, s, 8 * 32 * 4)
-            pyptx.tma_load(tiles, (s, 0), tm, (8 * k, 0), full, s)
+            pyptx.tma_load(tiles, (s, 0), tm, (8 * (k + K * pyptx.block_idx.x), 0), full, s)
     elif tid >= 32:
         c = tid - 32
         acc = f32(0.0)
@@ -193,7 +193,7 @@ def pipeline(out: f32[:], tm: pyptx.tensormap, K: pyptx.constexpr, S: pyptx.cons
                 col += tiles[s, byte // 4]
             acc = acc * f32(0.5) + col
             pyptx.mbarrier_arrive(empty, s)
-        out[c] = acc
+        out[32 * pyptx.block_idx.x + c] = acc
 
 
 @pytest.mark.parametrize("K,S,SW", [(7, 3, 128), (5, 2, 0), (4, 1, 128)])
@@ -201,17 +201,20 @@ def test_pipeline_uses_every_stage_and_parity(cpu_device, K, S, SW):
     """K > S: each stage is refilled (both parities of full[s] and empty[s] waited on when
     K > 2S); the last box hangs over the end of the array (its missing rows read as zeros).
     Values are small integers, so every f32 sum is exact and equality is the check."""
-    rows = 8 * K - 3
+    blocks = 3                 # each block has its own barriers and tiles
+    rows = 8 * K * blocks - 3
     a = rng.integers(-4, 5, size=(rows, 32)).astype(np.float32)
     tm = pyptx.TensorMap(a, (8, 32), swizzle=SW)
-    out = np.zeros(32, np.float32)
-    pipeline[1, 64](out, tm, K, S, SW)
-    padded = np.zeros((8 * K, 32))
+    out = np.zeros(32 * blocks, np.float32)
+    pipeline[blocks, 64](out, tm, K, S, SW)
+    padded = np.zeros((8 * K * blocks, 32))
     padded[:rows] = a
-    want = np.zeros(32)
-    for k in range(K):
-        want = want * 0.5 + padded[8 * k:8 * k + 8].sum(axis=0)
-    np.testing.assert_array_equal(out, want.astype(np.float32))
+    for b in range(blocks):
+        want = np.zeros(32)
+        for k in range(K):
+            r0 = 8 * (k + K * b)
+            want = want * 0.5 + padded[r0:r0 + 8].sum(axis=0)
+        np.testing.assert_array_equal(out[32 * b:32 * b + 32], want.astype(np.float32))
 
 
 # ---- asynchronous completion: the tile is not there before the wait ----------------------------
@@ -507,3 +510,17 @@ def test_store_ptx_form():
     assert "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in ptx
     assert "cp.async.bulk.commit_group;" in ptx and "cp.async.bulk.wait_group.read 0;" in ptx
     assert ".param .align 64 .b8 tb[128]" in ptx
+
+
+def test_pipeline_is_clean_under_the_sanitizer(cpu_device):
+    """A correct TMA ring: the consumers read each tile after its phase completed, and the
+    next copy into a stage lands only after they arrived on its empty barrier."""
+    a = rng.integers(-4, 5, size=(8 * 5 * 2, 32)).astype(np.float32)
+    out = np.zeros(64, np.float32)
+    with pyptx.sanitize():
+        pipeline[2, 64](out, pyptx.TensorMap(a, (8, 32), swizzle=128), 5, 2, 128)
+    want = [np.zeros(32), np.zeros(32)]
+    for b in range(2):
+        for k in range(5):
+            want[b] = want[b] * 0.5 + a[8 * (k + 5 * b):8 * (k + 5 * b) + 8].sum(axis=0)
+    np.testing.assert_array_equal(out, np.concatenate(want).astype(np.float32))
