@@ -524,3 +524,14 @@ def test_pipeline_is_clean_under_the_sanitizer(cpu_device):
         for k in range(5):
             want[b] = want[b] * 0.5 + a[8 * (k + 5 * b):8 * (k + 5 * b) + 8].sum(axis=0)
     np.testing.assert_array_equal(out, np.concatenate(want).astype(np.float32))
+
+
+def test_tensormap_parameter_needs_sm_90(cpu_device):
+    @pyptx.kernel
+    def unused_map(tm: pyptx.tensormap, out: f32[:]):
+        out[0] = 1.0
+    with pytest.raises(CompileError, match=r"tensor map parameter 'tm'.*needs sm_90"):
+        pyptx.compile(unused_map, arch="sm_80")
+    out = np.zeros(1, np.float32)          # the CPU executor compiles it for sm_90 instead
+    unused_map[1, 1](pyptx.TensorMap(np.zeros((4, 4), np.float32), (4, 4)), out)
+    assert out[0] == 1.0
