@@ -535,3 +535,25 @@ def test_tensormap_parameter_needs_sm_90(cpu_device):
     out = np.zeros(1, np.float32)          # the CPU executor compiles it for sm_90 instead
     unused_map[1, 1](pyptx.TensorMap(np.zeros((4, 4), np.float32), (4, 4)), out)
     assert out[0] == 1.0
+
+
+def test_rank_mismatch_and_misaligned_tile_are_reported(cpu_device):
+    a3 = np.zeros((2, 4, 8), np.float32)
+    with pytest.raises(pyptx.LaunchError, match=r"bulk.tensor.2d.*the tensor map has rank 3"):
+        load2d[1, 64](np.zeros(256, np.uint8), pyptx.TensorMap(a3, (2, 4, 8)), 0, 0, 256)
+
+    @pyptx.kernel
+    def offset_tile(tm: pyptx.tensormap, di: i32):
+        tile = pyptx.shared.array(2048, u8)
+        bars = pyptx.shared.array(1, u64)
+        if thread_idx.x == 0:
+            pyptx.mbarrier_init(bars, 0, 1)
+            pyptx.mbarrier_arrive_expect_tx(bars, 0, 1024)
+            pyptx.tma_load(tile, di, tm, (0, 0), bars, 0)
+            pyptx.mbarrier_wait(bars, 0, 0)
+    a = np.zeros((8, 32), np.float32)
+    offset_tile[1, 32](pyptx.TensorMap(a, (8, 32)), 128)             # 128-byte aligned: fine
+    with pytest.raises(pyptx.MemoryFault, match=r"must be 128-byte aligned.*got shared address 64"):
+        offset_tile[1, 32](pyptx.TensorMap(a, (8, 32)), 64)
+    with pytest.raises(pyptx.MemoryFault, match=r"must be 1024-byte aligned.*128-byte swizzle"):
+        offset_tile[1, 32](pyptx.TensorMap(a, (8, 32), swizzle=128), 128)
