@@ -1,5 +1,7 @@
-"""TMA on the CPU executor: `cp.async.bulk.tensor.{1d..5d}.shared::cluster.global.tile.
-mbarrier::complete_tx::bytes [dst], [tmap, {c0, ...}], [mbar]`, and the CPU's tensor map.
+"""TMA on the CPU executor: loads (`cp.async.bulk.tensor.<n>d.shared::cluster.global.tile.
+mbarrier::complete_tx::bytes [dst], [tmap, {c0, ...}], [mbar]`), stores (`cp.async.bulk.tensor.
+<n>d.global.shared::cta.tile.bulk_group [tmap, {c0, ...}], [src]` with `cp.async.bulk.
+commit_group` / `wait_group[.read]`), and the CPU's tensor map.
 
 A copy issues in one thread: the tensor map (a `.param .b8[128]` parameter, addressed
 through `mov` + `cvta.param`) is decoded, the box at the innermost-first element coordinates
@@ -10,7 +12,10 @@ shared with wgmma's descriptors).  dst must be 128-byte aligned, and for a swizz
 aligned to the swizzle's repeat (256/512/1024 bytes), so the pattern starts where the
 reader's does.
 
-The bytes land later: the copy is kept in flight (`mbarrier.Barriers.inflight`) until a
+Stores read their source tile (in the map's swizzled layout) and write the box's in-bounds
+elements when a `cp.async.bulk.wait_group` retires their group, or when the batch ends.
+
+The bytes of a load land later: the copy is kept in flight (`mbarrier.Barriers.inflight`) until a
 thread polls its mbarrier (`mbarrier.try_wait`), which writes them and completes their
 transactions (the tx-count drops by the box's bytes).  A kernel that reads the tile without
 waiting therefore sees stale shared memory here, as it may on a GPU; under pyptx.sanitize such a
@@ -104,6 +109,10 @@ def _map_of(st, ctx_params, a: int, line: int) -> dict:
         raise LaunchError(f"CPU executor: cp.async.bulk.tensor at PTX line {line}: parameter "
                           f"'{name}' does not hold a CPU tensor map; pass a pyptx.TensorMap "
                           f"of a numpy array for it")
+    if m["interleave"] or m["oob_fill"] or any(e != 1 for e in m["element_strides"][1:]):
+        raise LaunchError(f"CPU executor: cp.async.bulk.tensor at PTX line {line}: parameter "
+                          f"'{name}' is an interleaved, NaN-filled or element-strided tensor "
+                          f"map; the executor runs plain tiled maps (as pyptx.TensorMap makes)")
     return m
 
 
