@@ -557,3 +557,36 @@ def test_rank_mismatch_and_misaligned_tile_are_reported(cpu_device):
         offset_tile[1, 32](pyptx.TensorMap(a, (8, 32)), 64)
     with pytest.raises(pyptx.MemoryFault, match=r"must be 1024-byte aligned.*128-byte swizzle"):
         offset_tile[1, 32](pyptx.TensorMap(a, (8, 32), swizzle=128), 128)
+
+
+def test_param_packer_aligns_a_tensor_map_to_64_bytes():
+    from pyptx.compiler import KernelParam
+    from pyptx.runtime.driver import ParamPacker
+    p = ParamPacker([KernelParam("n", "s32"), KernelParam("tm", "b8[128]"),
+                     KernelParam("x", "u64")])
+    assert p.offsets == [0, 64, 192]
+    raw = bytes(range(128))
+    import ctypes
+    base = p.pack([7, raw, 9])
+    ptrs = (ctypes.c_void_p * 3).from_address(base)
+    assert ctypes.string_at(ptrs[1], 128) == raw
+
+
+def test_device_array_maps_on_the_cpu_executor(cpu_device):
+    """A DeviceArray on the CPU device: loads read its copy, stores land in it."""
+    a = _array("float32", (16, 32))
+    da, db = pyptx.to_device(a), pyptx.to_device(np.zeros((16, 32), np.float32))
+    ta, tb = pyptx.TensorMap(da, (8, 32)), pyptx.TensorMap(db, (8, 32))
+    move_box[1, 32](ta, tb, 4, 0, 8, 0, ta.box_bytes, True)
+    want = np.zeros((16, 32), np.float32)
+    want[8:16] = a[4:12]
+    np.testing.assert_array_equal(db.copy_to_host(), want)
+
+
+def test_read_only_array_cannot_be_stored_through(cpu_device):
+    b = np.zeros((8, 16), np.float32)
+    b.flags.writeable = False
+    a = _array("float32", (8, 16))
+    with pytest.raises(pyptx.LaunchError, match=r"read-only array.*tma_store"):
+        move_box[1, 32](pyptx.TensorMap(a, (8, 16)), pyptx.TensorMap(b, (8, 16)), 0, 0, 0, 0,
+                        512, True)
