@@ -44,6 +44,28 @@ def lowers(*ops):
     return deco
 
 
+#: a tensor-map parameter (`pyptx.tensormap`, IR type ptr.param<u8>): 128 bytes, 64-aligned
+TENSOR_MAP_DECL, TENSOR_MAP_DIMS = ".align 64 .b8", "[128]"
+
+
+def _is_tmap(t) -> bool:
+    return isinstance(t, PtrType) and t.space == "param"
+
+
+def param_decl(t) -> str:
+    """The `.param` type of an entry parameter of IR type t."""
+    if _is_tmap(t):
+        return TENSOR_MAP_DECL
+    return ".u64" if isinstance(t, PtrType) else f".{tb.suffixes(t).param}"
+
+
+def param_ptx_type(t) -> str:
+    """The parameter's PTX type as `KernelParam.ptx_type` names it ('u64', 's32', 'b8[128]')."""
+    if _is_tmap(t):
+        return "b8" + TENSOR_MAP_DIMS
+    return "u64" if isinstance(t, PtrType) else tb.suffixes(t).param
+
+
 class FunctionEmitter:
     """State of one `emit` call.  Lowerings append finished lines to `self.out`."""
 
@@ -186,7 +208,20 @@ class FunctionEmitter:
     def _load_params(self) -> None:
         for p, name in zip(self.fn.params, self.param_names):
             t = p.type
-            if isinstance(t, PtrType):
+            if isinstance(t, PtrType) and t.space == "param":     # a tensor map (lower_tma)
+                if self.sm < 90:
+                    err = CompileError(f"the tensor map parameter '{p.name}' (pyptx.tensormap) "
+                                       f"needs sm_90 or newer (compiling for {self.arch}); "
+                                       f"compile with arch='sm_90' or newer",
+                                       self.fn.attrs.get("source_file"),
+                                       self.fn.attrs.get("first_line"))
+                    err.needs_arch = "sm_90"
+                    raise err
+                self.need("cp.async.bulk.tensor")     # ISA 8.0 (cvta.param needs 7.7)
+                raw = self.new_reg("%rd")
+                self.i(f"mov.u64 {raw}, {name}")
+                self.i(f"cvta.param.u64 {self.reg(p)}, {raw}")
+            elif isinstance(t, PtrType):
                 raw = self.new_reg("%rd")
                 self.i(f"ld.param.u64 {raw}, [{name}]")
                 self.i(f"cvta.to.global.u64 {self.reg(p)}, {raw}")
@@ -270,8 +305,8 @@ class FunctionEmitter:
             head.append(".extern .shared .align 16 .b8 __dynamic_shared[];")
         if head[-1]:
             head.append("")
-        params = [f"\t.param .{tb.suffixes(p.type).param if not isinstance(p.type, PtrType) else 'u64'}"
-                  f" {name}" for p, name in zip(fn.params, self.param_names)]
+        params = [f"\t.param {param_decl(p.type)} {name}{TENSOR_MAP_DIMS if _is_tmap(p.type) else ''}"
+                  for p, name in zip(fn.params, self.param_names)]
         head.append(f".visible .entry {self.entry_name}(")
         head.append(",\n".join(params))
         head.append(")")

@@ -444,6 +444,10 @@ def _infer_type(name, v):
         return T.ArrayType(_scalar_of(name, v.dtype), v.ndim)
     if isinstance(v, np.generic):
         return _scalar_of(name, v.dtype)
+    if type(v).__name__ == "TensorMap":
+        from .tensormap import TensorMap
+        if isinstance(v, TensorMap):
+            return T.tensormap
     if isinstance(v, (bool, int, float)):
         if isinstance(v, int) and not isinstance(v, bool) and not -2**63 <= v < 2**63:
             raise LaunchError(f"argument '{name}': {v} does not fit in 64 bits")
@@ -526,6 +530,8 @@ def _gpu_array_arg():
 
 
 def _checker(spec, dev, array_arg, kname, ordinal=None):
+    if spec.kind == "tensormap":
+        return _tensormap_checker(spec.name, dev, kname, spec.writable)
     if spec.kind == "array":
         return _array_checker(spec, dev, array_arg, kname, ordinal)
     t = spec.dtype
@@ -534,6 +540,38 @@ def _checker(spec, dev, array_arg, kname, ordinal=None):
     if t.is_int:
         return _int_checker(spec.name, t, kname)
     return _float_checker(spec.name, t, kname)
+
+
+def _tensormap_checker(name, dev, kname, writable=False):
+    """A `pyptx.tensormap` parameter: a TensorMap, flattened to itself on the CPU (the
+    executor's launcher encodes it once its array has a heap address) and to the driver's 128
+    bytes on a GPU."""
+    from .tensormap import BoundTensorMap, TensorMap
+
+    def check(a, out):
+        if not isinstance(a, TensorMap):
+            raise LaunchError(f"{kname}(): argument '{name}' must be a pyptx.TensorMap (the "
+                              f"parameter is a pyptx.tensormap), got {type(a).__name__} "
+                              f"{_short(a)}")
+        if isinstance(a.array, DeviceArray) and a.array._freed:
+            raise LaunchError(f"{kname}(): argument '{name}' is a TensorMap of a DeviceArray "
+                              f"that was freed")
+        if dev == "cpu":
+            if isinstance(a.array, DeviceArray) and a.array._host is None:
+                raise LaunchError(f"{kname}(): argument '{name}' is a TensorMap of a GPU "
+                                  f"DeviceArray, but the launch runs on the CPU executor; make "
+                                  f"it of a numpy array")
+            if writable and not a.host_array().flags.writeable:
+                raise LaunchError(f"{kname}(): argument '{name}' is a TensorMap of a read-only "
+                                  f"array, but the kernel stores through it (tma_store)")
+            out.append(BoundTensorMap(a, writable))
+            return
+        if not isinstance(a.array, DeviceArray) or a.array._host is not None:
+            raise LaunchError(f"{kname}(): argument '{name}' is a TensorMap of a numpy array, "
+                              f"but the launch runs on a GPU; make it of a DeviceArray: "
+                              f"pyptx.TensorMap(pyptx.to_device(x), box)")
+        out.append(a.gpu_bytes())
+    return check
 
 
 def _bfloat16_dtype():

@@ -12,6 +12,7 @@ from .memory import GlobalHeap
 from .operands import DTYPES
 from .progress import Progress
 from .program import program
+from .tma import finish_stores
 
 
 @dataclass
@@ -60,9 +61,16 @@ def launch(ptx_text: str, entry: str, grid, block, args, shared_mem: int = 0, ch
         raise LaunchError(f"kernel '{entry}' takes {len(code.params)} parameters, "
                           f"got {len(args)} arguments")
     arrays, params = [], {}
-    arg_index = {}
+    arg_index, tmaps = {}, {}
     for (name, typ), a in zip(code.params, args):
-        if isinstance(a, ArrayArg):
+        if typ.endswith("]"):        # a by-value tensor map (tma.py): its array joins the heap
+            if not hasattr(a, "encode_at"):
+                raise LaunchError(f"parameter '{name}' (.{typ}) is a tensor map; pass a "
+                                  f"pyptx.TensorMap, got {type(a).__name__}")
+            arg_index[name] = len(arrays)
+            arrays.append((name, np.asarray(a.host_array())))
+            tmaps[name] = a
+        elif isinstance(a, ArrayArg):
             if typ not in ("u64", "b64", "s64"):
                 raise LaunchError(f"parameter '{name}' is .{typ}, not a pointer")
             arg_index[name] = len(arrays)
@@ -71,7 +79,16 @@ def launch(ptx_text: str, entry: str, grid, block, args, shared_mem: int = 0, ch
             params[name] = _scalar(a, typ, name)
     heap = GlobalHeap(arrays, code.global_vars)
     for name, k in arg_index.items():
-        params[name] = np.uint64(heap.arg_addr[k])
+        if name in tmaps:
+            addr = heap.arg_addr[k]
+            if addr % 16:
+                raise LaunchError(f"parameter '{name}': the tensor map's array starts at a "
+                                  f"global address that is not 16-byte aligned (it shares "
+                                  f"memory with another argument at an odd offset); pass a "
+                                  f"copy of the array")
+            params[name] = np.frombuffer(tmaps[name].encode_at(addr), np.uint8)
+        else:
+            params[name] = np.uint64(heap.arg_addr[k])
     tpb = block[0] * block[1] * block[2]
     n_blocks = grid[0] * grid[1] * grid[2]
     bpb = batch_blocks(code, tpb, n_blocks, shared_mem)
@@ -91,6 +108,7 @@ def launch(ptx_text: str, entry: str, grid, block, args, shared_mem: int = 0, ch
                 bar.start(b0, nb)
                 st.beat = bar.work
                 run(st)
+                finish_stores(st)
                 st.beat = None
                 st.monitor = None           # a cached state must not keep the shadow memory
                 if st.nbytes <= STATE_CACHE_BYTES and len(cache) < 4:
@@ -105,3 +123,5 @@ def launch(ptx_text: str, entry: str, grid, block, args, shared_mem: int = 0, ch
     for (name, typ), a in zip(code.params, args):
         if isinstance(a, ArrayArg) and a.writable:
             heap.read_back(arg_index[name], a.array)
+        elif name in tmaps and getattr(a, "writable", False):      # tma_store wrote it
+            heap.read_back(arg_index[name], a.host_array())
