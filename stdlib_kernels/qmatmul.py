@@ -26,15 +26,19 @@ import numpy as np
 from . import _validate as V
 from . import qgemv as G
 from ._args import check_out, stdlib_function
+from . import qmma as QM
 from . import qtiled as QT
 from .quant import SIZES
 
-PATHS = ("auto", "f32", "dp4a", "tiled")
+PATHS = ("auto", "f32", "dp4a", "tiled", "mma")
 #: kernels by format: (f32 GEMV, dp4a GEMV, tiled FMT)
 _KERNELS = {
     "q4_k": (G.q4k_gemv_kernel, G.q4k_dp4a_kernel, QT.Q4_K),
     "q6_k": (G.q6k_gemv_kernel, G.q6k_dp4a_kernel, QT.Q6_K),
     "q8_0": (G.q8_0_gemv_kernel, G.q8_0_dp4a_kernel, QT.Q8_0),
+}
+#: the MMQ kernel's FMT per format
+_MMA_FMT = {"q4_k": QM.Q4_K, "q6_k": QM.Q6_K, "q8_0": QM.Q8_0
 }
 _I32_MAX = 2**31 - 1
 
@@ -143,7 +147,11 @@ def run(fmt: str, x2: np.ndarray, w: np.ndarray, n: int, path: str, out=None) ->
     f32_kernel, dp4a_kernel, tiled_fmt = _KERNELS[fmt]
     grid = V.ceil_div(n, G.GEMV_WARPS)
     block = 32 * G.GEMV_WARPS
-    if path == "tiled":
+    if path == "mma":
+        xh, xl, xd, xs = prepare_q8(x2)
+        QM.qmma_kernel[(V.ceil_div(n, QM.BN), V.ceil_div(m, QM.BM)), QM.THREADS](
+            out.reshape(-1), xh, xl, xd, xs, x2.reshape(-1), w, m, n, k, _MMA_FMT[fmt])
+    elif path == "tiled":
         QT.qmatmul_tiled_kernel[(V.ceil_div(n, QT.TILE), V.ceil_div(m, QT.TILE)), QT.THREADS](
             out, x2.reshape(-1), w, m, n, k, tiled_fmt)
     elif path == "f32":
