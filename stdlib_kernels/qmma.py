@@ -204,12 +204,16 @@ def qmma_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], x: f3
     ac = (lane >> 4) * 4
     br = wx + ((lane >> 4) << 3) + (lane & 7)     # ... and (B: two 8-row tiles per x4)
     bc = ((lane >> 3) & 1) * 4
-    acc = pyptx.local.array(32, f32)    # acc[(4i + j)·4 + e]: tile i of A, j of B, register e
-    for e in pyptx.static_range(32):
-        acc[e] = 0.0
+    z = (0.0, 0.0, 0.0, 0.0)             # c{i}{j}: A tile i (16 weight rows), B tile j (8 rows)
+    c00 = z
+    c01 = z
+    c02 = z
+    c03 = z
+    c10 = z
+    c11 = z
+    c12 = z
+    c13 = z
     zero = (0, 0, 0, 0)
-    xdv = pyptx.local.array(8, f32)     # per 32 k: xd of this lane's 8 activation rows
-    xsv = pyptx.local.array(8, f32)     # and (Q4_K) their sums of x̃
     for k0 in range(0, k, KT):
         load_acts(sh, sl, sxd, sxs, xh, xl, xd, xs, m, k, m0, k0, tid)
         if gj < n:
@@ -229,78 +233,118 @@ def qmma_kernel(out: f32[:], xh: i8[:], xl: i8[:], xd: f32[:], xs: f32[:], x: f3
         pyptx.cp_async_wait(0)
         pyptx.syncthreads()
         for kk in pyptx.static_range(KT // 32):
-            fa = (pyptx.ldmatrix(sw, (ar, 8 * kk + ac), count=4),
-                  pyptx.ldmatrix(sw, (ar + 16, 8 * kk + ac), count=4))
-            for j in pyptx.static_range(4):
-                for c in pyptx.static_range(2):
-                    xdv[2 * j + c] = sxd[kk, wx + 8 * j + 2 * t + c]
-                    if FMT == Q4_K:
-                        xsv[2 * j + c] = sxs[kk, wx + 8 * j + 2 * t + c]
-            for jp in pyptx.static_range(2):
-                bh = pyptx.ldmatrix(sh, (br + 16 * jp, 8 * kk + bc), count=4)
-                bl = pyptx.ldmatrix(sl, (br + 16 * jp, 8 * kk + bc), count=4)
-                for i in pyptx.static_range(2):
-                    a = fa[i]
-                    for jj in pyptx.static_range(2):
-                        j = 2 * jp + jj
-                        fh = (bh[2 * jj], bh[2 * jj + 1])
-                        fl = (bl[2 * jj], bl[2 * jj + 1])
-                        _tile(acc, (4 * i + j) * 4, a, fh, fl, zero, sa, so, xdv, xsv,
-                              wy + 16 * i + g, 2 * j, kk, FMT)
+            fa0 = pyptx.ldmatrix(sw, (ar, 8 * kk + ac), count=4)
+            fa1 = pyptx.ldmatrix(sw, (ar + 16, 8 * kk + ac), count=4)
+            xv = _act_scales(sxd, sxs, kk, wx + 2 * t, FMT)
+            w0 = _weight_scales(sa, so, kk, wy + g, FMT)
+            w1 = _weight_scales(sa, so, kk, wy + 16 + g, FMT)
+            bh = pyptx.ldmatrix(sh, (br, 8 * kk + bc), count=4)
+            bl = pyptx.ldmatrix(sl, (br, 8 * kk + bc), count=4)
+            c00 = _tile(c00, fa0, bh, bl, 0, zero, w0, xv, 0, FMT)
+            c01 = _tile(c01, fa0, bh, bl, 1, zero, w0, xv, 1, FMT)
+            c10 = _tile(c10, fa1, bh, bl, 0, zero, w1, xv, 0, FMT)
+            c11 = _tile(c11, fa1, bh, bl, 1, zero, w1, xv, 1, FMT)
+            bh = pyptx.ldmatrix(sh, (br + 16, 8 * kk + bc), count=4)
+            bl = pyptx.ldmatrix(sl, (br + 16, 8 * kk + bc), count=4)
+            c02 = _tile(c02, fa0, bh, bl, 0, zero, w0, xv, 2, FMT)
+            c03 = _tile(c03, fa0, bh, bl, 1, zero, w0, xv, 3, FMT)
+            c12 = _tile(c12, fa1, bh, bl, 0, zero, w1, xv, 2, FMT)
+            c13 = _tile(c13, fa1, bh, bl, 1, zero, w1, xv, 3, FMT)
         pyptx.syncthreads()
     # out[r·n + j]: row r = m0 + wx + 8j + 2t + (e & 1), column j = n0 + wy + 16i + g + 8(e >> 1)
-    redo = 0
-    for i in pyptx.static_range(2):
-        for j in pyptx.static_range(4):
-            for e in pyptx.static_range(4):
-                v = acc[(4 * i + j) * 4 + e]
-                gr = m0 + wx + 8 * j + 2 * t + (e & 1)
-                col = n0 + wy + 16 * i + g + 8 * (e >> 1)
-                if gr < m and col < n:
-                    out[gr * n + col] = v
-                    if not (v - v == 0.0):
-                        redo = redo | (1 << ((4 * i + j) * 4 + e))
+    redo = u32(0)
+    r0 = m0 + wx + 2 * t
+    j0 = n0 + wy + g
+    redo = _store(out, c00, r0, j0, m, n, redo, 0)
+    redo = _store(out, c01, r0 + 8, j0, m, n, redo, 1)
+    redo = _store(out, c02, r0 + 16, j0, m, n, redo, 2)
+    redo = _store(out, c03, r0 + 24, j0, m, n, redo, 3)
+    redo = _store(out, c10, r0, j0 + 16, m, n, redo, 4)
+    redo = _store(out, c11, r0 + 8, j0 + 16, m, n, redo, 5)
+    redo = _store(out, c12, r0 + 16, j0 + 16, m, n, redo, 6)
+    redo = _store(out, c13, r0 + 24, j0 + 16, m, n, redo, 7)
     if redo != 0:
         q = 0
         while q < 32:
             if (redo >> q) & 1 != 0:
                 tj = q >> 2
                 e = q & 3
-                gr = m0 + wx + 8 * (tj & 3) + 2 * t + (e & 1)
-                col = n0 + wy + 16 * (tj >> 2) + g + 8 * (e >> 1)
+                gr = r0 + 8 * (tj & 3) + (e & 1)
+                col = j0 + 16 * (tj >> 2) + 8 * (e >> 1)
                 out[gr * n + col] = exact_dot(x, w, gr, col, k, FMT)
             q += 1
 
 
 @pyptx.func
-def _tile(acc, base, a, fh, fl, zero, sa, so, xdv, xsv, wrow: i32, xc, kk, FMT):
-    """acc[base + e] += the 16 × 8 tile's 32-k step (A fragment a, B fragments fh/fl of the hi
-    and lo planes); the lane's registers e are weight rows wrow + 8(e >> 1) and activation
-    columns xc + (e & 1) of its 8 (xdv/xsv index)."""
+def _store(out, c, r: i32, j: i32, m: i32, n: i32, redo: u32, tile):
+    """Store fragment c (rows r, r + 1 of out, columns j, j + 8) where inside [m, n]; returns
+    redo with bit 4·tile + e set for each stored value that is not finite."""
+    for e in pyptx.static_range(4):
+        gr = r + (e & 1)
+        col = j + 8 * (e >> 1)
+        v = c[e]
+        if gr < m and col < n:
+            out[gr * n + col] = v
+            if not (v - v == 0.0):
+                redo = redo | (u32(1) << (4 * tile + e))
+    return redo
+
+
+@pyptx.func
+def _act_scales(sxd, sxs, kk, r: i32, FMT):
+    """(xd, Σx̃) of activation rows r, r + 1, r + 8, ..., r + 25 (the lane's 8) for sub-step kk;
+    the sums only for Q4_K (0 otherwise: dead code)."""
+    xd8 = (sxd[kk, r], sxd[kk, r + 1], sxd[kk, r + 8], sxd[kk, r + 9], sxd[kk, r + 16],
+           sxd[kk, r + 17], sxd[kk, r + 24], sxd[kk, r + 25])
+    xs8 = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    if FMT == Q4_K:
+        xs8 = (sxs[kk, r], sxs[kk, r + 1], sxs[kk, r + 8], sxs[kk, r + 9], sxs[kk, r + 16],
+               sxs[kk, r + 17], sxs[kk, r + 24], sxs[kk, r + 25])
+    return xd8, xs8
+
+
+@pyptx.func
+def _weight_scales(sa, so, kk, j: i32, FMT):
+    """Scales of weight rows j and j + 8 for sub-step kk: (s0 of j, s0 of j + 8, s1 of j,
+    s1 of j + 8): Q6_K's two 16-groups; Q4_K's d·sc/254 and dmin·m; Q8_0's d/254 (s1 unused)."""
+    if FMT == Q6_K:
+        return sa[2 * kk, j], sa[2 * kk, j + 8], sa[2 * kk + 1, j], sa[2 * kk + 1, j + 8]
+    if FMT == Q4_K:
+        return sa[kk, j], sa[kk, j + 8], so[kk, j], so[kk, j + 8]
+    return sa[kk, j], sa[kk, j + 8], 0.0, 0.0
+
+
+@pyptx.func
+def _tile(c, a, bh, bl, jj, zero, ws, xv, j, FMT):
+    """c + the 16 × 8 tile's 32-k step: A fragment a, B tile jj (0, 1) of the x4 fragments bh /
+    bl (hi and lo planes); ws from _weight_scales (rows g, g + 8), xv from _act_scales (column
+    pair j).  Register e is weight row g + 8(e >> 1), activation row 2t + (e & 1)."""
+    fh = (bh[2 * jj], bh[2 * jj + 1])
+    fl = (bl[2 * jj], bl[2 * jj + 1])
     if FMT == Q6_K:                     # one scale per 16: A's k 0..15 are a[0], a[1]
         lo_a = (a[0], a[1], 0, 0)
         hi_a = (0, 0, a[2], a[3])
-        dh0 = pyptx.mma_sync(lo_a, fh, zero, atype="s8")
-        dl0 = pyptx.mma_sync(lo_a, fl, zero, atype="s8")
-        dh1 = pyptx.mma_sync(hi_a, fh, zero, atype="s8")
-        dl1 = pyptx.mma_sync(hi_a, fl, zero, atype="s8")
-        for r in pyptx.static_range(2):
-            s0 = sa[2 * kk, wrow + 8 * r]
-            s1 = sa[2 * kk + 1, wrow + 8 * r]
-            for c in pyptx.static_range(2):
-                e = 2 * r + c
-                v = s0 * f32(dh0[e] * RES + dl0[e]) + s1 * f32(dh1[e] * RES + dl1[e])
-                acc[base + e] += xdv[xc + c] * v
+        d0 = (pyptx.mma_sync(lo_a, fh, zero, atype="s8"),
+              pyptx.mma_sync(lo_a, fl, zero, atype="s8"))
+        d1 = (pyptx.mma_sync(hi_a, fh, zero, atype="s8"),
+              pyptx.mma_sync(hi_a, fl, zero, atype="s8"))
     else:
-        dh = pyptx.mma_sync(a, fh, zero, atype="s8")
-        dl = pyptx.mma_sync(a, fl, zero, atype="s8")
-        for r in pyptx.static_range(2):
-            sc = sa[kk, wrow + 8 * r]
-            if FMT == Q4_K:
-                mn = so[kk, wrow + 8 * r]
-            for c in pyptx.static_range(2):
-                e = 2 * r + c
-                v = sc * f32(dh[e] * RES + dl[e])
-                if FMT == Q4_K:
-                    v = v - mn * xsv[xc + c]
-                acc[base + e] += xdv[xc + c] * v
+        d0 = (pyptx.mma_sync(a, fh, zero, atype="s8"), pyptx.mma_sync(a, fl, zero, atype="s8"))
+        d1 = d0
+    return (_acc1(c[0], d0, d1, 0, ws, xv, j, FMT), _acc1(c[1], d0, d1, 1, ws, xv, j, FMT),
+            _acc1(c[2], d0, d1, 2, ws, xv, j, FMT), _acc1(c[3], d0, d1, 3, ws, xv, j, FMT))
+
+
+@pyptx.func
+def _acc1(c: f32, d0, d1, e, ws, xv, j, FMT):
+    """One accumulator register e: c + xd·(scaled integer sums), xd applied last (module
+    docstring).  d0/d1: (hi, lo) IMMA results (Q6_K: of the two 16-groups)."""
+    xd8, xs8 = xv
+    col = 2 * j + (e & 1)
+    r = e >> 1
+    v = ws[r] * f32(d0[0][e] * RES + d0[1][e])
+    if FMT == Q6_K:
+        v = v + ws[2 + r] * f32(d1[0][e] * RES + d1[1][e])
+    if FMT == Q4_K:
+        v = v - ws[2 + r] * xs8[col]
+    return c + xd8[col] * v
