@@ -7,9 +7,14 @@ global memory and are decoded in registers (GEMV) or once per 64-row tile (tiled
   (`act_q8_kernel`), integer dot products with `dp4a`, the leanest GEMV.
 * `"f32"` (`qgemv.*_gemv_kernel`): float dequantisation in registers, f32 products.
 * `"tiled"` (`qtiled.qmatmul_tiled_kernel`): 64×64 output tiles, x and the dequantised weights
-  staged in shared memory, each weight decoded once per 64 activation rows.
+  staged in shared memory, each weight decoded once per 64 activation rows (SIMT f32).
+* `"mma"` (`qmma.qmma_kernel`): llama.cpp's MMQ on int8 tensor cores (sm_80+): the dp4a path's
+  int8 activations (hi + residual planes) times weights decoded to int8 once per 64×64 tile,
+  `mma.sync` m16n8k32 with int32 sums, block scales applied in f32 per 32 k.
 * `"auto"`: `"dp4a"` for m ≤ 8 (decode: memory-bound, every weight byte read once per launch;
-  every supported arch, sm_75+, has dp4a), `"tiled"` for m > 8 (prefill: compute-bound).
+  every supported arch, sm_75+, has dp4a), `"mma"` for m > 8 (prefill: compute-bound; `"tiled"`
+  on sm_75, which has no int8 mma).  8 is llama.cpp's own switch from MMVQ to MMQ, and the
+  SASS agrees (docs/decisions.md, "int8 tensor-core prefill").
 
 The GEMV paths take any m: activation rows go 8 at a time (a launch per 8 rows, the weights
 re-read from L2/DRAM each time).
@@ -134,6 +139,13 @@ def result(fn: str, out, shape, like):
     return out
 
 
+def int8_tensor_cores() -> bool:
+    """Whether the arch kernels compile for (device 0's, or sm_80 on the CPU executor) has the
+    int8 `mma.sync` of the "mma" path (sm_80+); on sm_75 "auto" prefill takes "tiled"."""
+    from pyptx.target import default_arch
+    return int(default_arch()[3:]) >= 80
+
+
 def run(fmt: str, x2: np.ndarray, w: np.ndarray, n: int, path: str, out=None) -> np.ndarray:
     """out [m, n] = x2 @ dequant(w).T on the chosen path (arguments already checked; `out`, if
     given, a checked [m, n] float32 array, else a new one)."""
@@ -143,7 +155,7 @@ def run(fmt: str, x2: np.ndarray, w: np.ndarray, n: int, path: str, out=None) ->
     if m == 0:
         return out
     if path == "auto":
-        path = "dp4a" if m <= G.GEMV_MAX_M else "tiled"
+        path = "dp4a" if m <= G.GEMV_MAX_M else "mma" if int8_tensor_cores() else "tiled"
     f32_kernel, dp4a_kernel, tiled_fmt = _KERNELS[fmt]
     grid = V.ceil_div(n, G.GEMV_WARPS)
     block = 32 * G.GEMV_WARPS

@@ -96,8 +96,8 @@ def test_auto_path_and_zero_rows():
     rng = np.random.default_rng(2)
     w = Q.quantize_q6_k(rng.standard_normal((5, 256)).astype(np.float32))
     x = rng.standard_normal((9, 256)).astype(np.float32)
-    np.testing.assert_array_equal(sk.q6k_matmul(x, w, 5), sk.q6k_matmul(x, w, 5, "tiled"))
-    R.check_result(sk.q6k_matmul(x, w, 5), x, w, "q6_k", "tiled")          # m > 8: tiled
+    np.testing.assert_array_equal(sk.q6k_matmul(x, w, 5), sk.q6k_matmul(x, w, 5, "mma"))
+    R.check_result(sk.q6k_matmul(x, w, 5), x, w, "q6_k", "mma")            # m > 8: mma
     np.testing.assert_array_equal(sk.q6k_matmul(x[:2], w, 5), sk.q6k_matmul(x[:2], w, 5, "dp4a"))
     R.check_result(sk.q6k_matmul(x[:2], w, 5), x[:2], w, "q6_k", "dp4a")   # m ≤ 8: dp4a
     assert sk.q6k_matmul(x[:0], w, 5).shape == (0, 5)
