@@ -18,7 +18,7 @@ _MMA_ACC = {"f16": f32, "bf16": f32, "s8": i32, "u8": i32}
 
 def _check_mma(c, ins, T, a):
     atype = ins.attrs.get("atype")
-    c.need(atype in _MMA_ACC, "mma atype must be f16, bf16, s8 or u8")
+    c.need(atype in _MMA_ACC, "mma atype must be f16 or bf16 (f32 C/D), or s8 or u8 (i32 C/D)")
     acc = _MMA_ACC.get(atype, f32)
     c.need(T == VecType(acc, 4) and a[:6] == [u32] * 6 and a[6:] == [acc] * 4,
            "mma: six u32 A/B registers, four C registers and a VecType(·, 4) result of the "
