@@ -8,6 +8,9 @@ groupID g = lane >> 2 and threadID_in_group t = lane % 4 (byte 0 of a register =
                        a2 = A[g, 16+4t..]    a3 = A[g+8, 16+4t..]
     B 32x8 "col":      b0 = B[4t..4t+3, g]   b1 = B[16+4t..16+4t+3, g]
     C/D 16x8 s32:      c0 = C[g, 2t]  c1 = C[g, 2t+1]  c2 = C[g+8, 2t]  c3 = C[g+8, 2t+1]
+
+and the m16n8k16 form (a 2-tuple a, a 1-tuple b): a0 = A[g, 4t..4t+3], a1 = A[g+8, 4t..4t+3],
+b0 = B[4t..4t+3, g] (A 16x16, B 16x8), C/D as above.
 """
 from __future__ import annotations
 
@@ -115,6 +118,33 @@ def test_mma_int8_random(kind, seed):
     np.testing.assert_array_equal(_d_of(out), _wrap32(A @ B + C))
 
 
+@pyptx.kernel
+def mma8_k16(out: i32[:, :], a: u32[:, :], b: u32[:], c: i32[:, :], unsigned: pyptx.constexpr):
+    l = thread_idx.x
+    d = pyptx.mma_sync((a[l, 0], a[l, 1]), (b[l],), (c[l, 0], c[l, 1], c[l, 2], c[l, 3]),
+                       atype="u8" if unsigned else "s8")
+    for k in pyptx.static_range(4):
+        out[l, k] = d[k]
+
+
+@pytest.mark.parametrize("kind", ["s8", "u8"])
+def test_mma_int8_k16_register_layout(kind):
+    lo, hi = (-128, 128) if kind == "s8" else (0, 256)
+    A, B = rng.integers(lo, hi, (16, 16)), rng.integers(lo, hi, (16, 8))
+    C = rng.integers(-2**31, 2**31, (16, 8))
+    a = np.zeros((32, 2), np.uint32)
+    b = np.zeros(32, np.uint32)
+    c = np.zeros((32, 4), np.int32)
+    for lane in range(32):          # the ISA's m16n8k16 .s8/.u8 table, written out
+        g, t = lane // 4, lane % 4
+        a[lane] = [_word(A[g, 4 * t:4 * t + 4]), _word(A[g + 8, 4 * t:4 * t + 4])]
+        b[lane] = _word(B[4 * t:4 * t + 4, g])
+        c[lane] = [C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]]
+    out = np.zeros((32, 4), np.int32)
+    mma8_k16[1, 32](out, a, b, c, kind == "u8")
+    np.testing.assert_array_equal(_d_of(out), _wrap32(A @ B + C))
+
+
 # ---- ldmatrix on 8-bit tiles + mma = int8 matmul -------------------------------------------
 
 @pyptx.kernel
@@ -203,10 +233,12 @@ def test_ptxas_accepts_int8_mma(arch, kind):
     assert f"mma.sync.aligned.m16n8k32.row.col.s32.{kind}.{kind}.s32" in ck.ptx
     ck2 = pyptx.compile(warp_matmul8, arch=arch)
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ck2.ptx
+    ck3 = pyptx.compile(mma8_k16, arch=arch, constexprs={"unsigned": kind == "u8"})
+    assert f"mma.sync.aligned.m16n8k16.row.col.s32.{kind}.{kind}.s32" in ck3.ptx
     if find_ptxas() is None:
         pytest.skip("no ptxas")
-    assemble(ck.ptx, arch)
-    assemble(ck2.ptx, arch)
+    for c in (ck, ck2, ck3):
+        assemble(c.ptx, arch)
 
 
 def _compile_body(body: str):
@@ -222,6 +254,8 @@ def _compile_body(body: str):
     ("    r = pyptx.mma_sync((x, x, x, x), (x, x), (y, y, y), atype='u8')\n", "tuple of 4"),
     ("    r = pyptx.mma_sync((x, x, x), (x, x), (y, y, y, y), atype='s8')\n", "tuple of 4"),
     ("    r = pyptx.mma_sync((x, x, x, x), (x,), (y, y, y, y), atype='s8')\n", "tuple of 2"),
+    ("    r = pyptx.mma_sync((x, x), (x, x), (y, y, y, y), atype='s8')\n", "tuple of 1"),
+    ("    r = pyptx.mma_sync((x, x), (x,), (y, y, y, y), atype='f16')\n", "tuple of 4"),
     ("    r = pyptx.mma_sync((x, x, x, x), (x, x), (y, y, y, y), atype='s4')\n",
      "s8 or u8"),
     ("    r = pyptx.mma_sync((x, x, x, x), (x, x), (y, y, y, y), atype='f16')\n",

@@ -77,7 +77,11 @@ def _mma_input_type(cx, v) -> str:
 def _mma_sync(cx, a, b, c, atype):
     kind = _mma_input_type(cx, atype)
     acc = T.i32 if kind in ("s8", "u8") else T.f32
-    ops = (_words(cx, a, 4, "mma_sync()'s a", T.u32) + _words(cx, b, 2, "mma_sync()'s b", T.u32)
+    na = 4                  # int8 with a 2-tuple a (and a 1-tuple b): the m16n8k16 form
+    if kind in ("s8", "u8") and isinstance(a, tuple) and len(a) == 2:
+        na = 2
+    ops = (_words(cx, a, na, "mma_sync()'s a", T.u32)
+           + _words(cx, b, na // 2, "mma_sync()'s b", T.u32)
            + _words(cx, c, 4, "mma_sync()'s c", acc))
     return _lanes(cx, arith.emit(cx, "mma", ops, T.VecType(acc, 4), atype=kind))
 
