@@ -12,9 +12,10 @@ with nvcc.
 For every kernel: registers, local memory, the k main loop (the innermost loop with the most
 IMMA; with inner loops it is counted as a floor, once round each) and once round it: instructions,
 IMMA, LDSM, shared / global loads, barriers.  Normalised as instructions per IMMA: both sides
-issue m16n8k32 IMMAs (16·8·32 MACs each), so equal work per IMMA; ours issues two per product
-(the hi and lo activation planes), so per output element and k it does twice llama.cpp's IMMA
-work and the ratio per IMMA understates our cost per MAC by up to 2x — both are printed.
+issue m16n8k32 IMMAs (16·8·32 MACs each; Q6_K m16n8k16, counted as half), so equal work per
+IMMA; ours issues two per product (the hi and lo activation planes), so per output element and k
+it does twice llama.cpp's IMMA work and the ratio per IMMA understates our cost per output by up
+to 2x — both are printed.
 """
 from __future__ import annotations
 
@@ -37,9 +38,9 @@ TYPES = (("q4_k", "GGML_TYPE_Q4_K", 12), ("q6_k", "GGML_TYPE_Q6_K", 14),
 #: llama.cpp's activation columns per block (mmq_x / J) of the instance compared
 MMQ_X = 128
 #: tensor-core multiply-adds issued per useful one: ours runs the hi and the lo activation plane
-#: (2), and Q6_K's per-16 scales as two m16n8k32 with half of A zero (2 more); llama.cpp issues
-#: one per product on q8_1 (its Q6_K uses m16n8k16 IMMAs, counted by their shape)
-OURS_MAC_FACTOR = {"q4_k": 2, "q6_k": 4, "q8_0": 2}
+#: (2); llama.cpp issues one per product on q8_1.  Both sides' Q6_K use m16n8k16 IMMAs for its
+#: per-16 scales, counted by their shape
+OURS_MAC_FACTOR = {"q4_k": 2, "q6_k": 2, "q8_0": 2}
 THEIRS_MAC_FACTOR = {"q4_k": 1, "q6_k": 1, "q8_0": 1}
 #: multiply-adds of one m16n8k32 IMMA: the unit of the normalised columns
 IMMA_16832 = 16 * 8 * 32

@@ -9,7 +9,7 @@ of lo, both exact in int32, and the per-block scales are applied in f32 once per
 llama.cpp's `mul_mat_q` does (its `vec_dot_*_q8_1_mma`):
 
     Q4_K (per sub-block of 32):  acc += xd · ((d·sc/254)·(254·Ih + Il) − (dmin·m)·xs32)
-    Q6_K (per 16: two IMMAs per 32, the other half of A zero): acc += xd · Σ_h (d·sc_h/254)·I_h
+    Q6_K (per 16: m16n8k16 IMMAs, two per 32 k):  acc += xd · Σ_h (d·sc_h/254)·I_h
     Q8_0 (per block of 32):      acc += xd · (d/254)·(254·Ih + Il)
 
 254·Ih + Il is an exact int32 (|Ih| ≤ 32·128·127) and, for Q4_K and Q6_K, exact in f32 (< 2^24);
@@ -22,8 +22,8 @@ Tiling: a block of 128 threads (4 warps, 2 × 2) owns BN = 64 weight rows × BM 
 rows and walks k in tiles of KT = 128 (half a Q4_K/Q6_K super-block, four Q8_0 blocks).  Per tile
 every thread decodes 64 weights of one row into shared memory (registers → st.shared), the
 activation planes arrive with 16-byte `cp_async` (zero-filled past m and k), and each warp
-computes 32 × 32 outputs: per 32 k two `ldmatrix.x4` for A, four for hi/lo B, 16 IMMAs (32 for
-Q6_K).  Shared rows are 144 bytes (16 bytes of padding), so the 8 row addresses of an ldmatrix
+computes 32 × 32 outputs: per 32 k two `ldmatrix.x4` for A, four for hi/lo B, 16 m16n8k32
+IMMAs (Q6_K: 32 m16n8k16, the same work).  Shared rows are 144 bytes (16 bytes of padding), so the 8 row addresses of an ldmatrix
 phase fall in 8 different 16-byte bank groups.
 
 IEEE semantics as the other paths: an output that is not finite (an inf or NaN in its activation
@@ -321,13 +321,11 @@ def _tile(c, a, bh, bl, jj, zero, ws, xv, j, FMT):
     pair j).  Register e is weight row g + 8(e >> 1), activation row 2t + (e & 1)."""
     fh = (bh[2 * jj], bh[2 * jj + 1])
     fl = (bl[2 * jj], bl[2 * jj + 1])
-    if FMT == Q6_K:                     # one scale per 16: A's k 0..15 are a[0], a[1]
-        lo_a = (a[0], a[1], 0, 0)
-        hi_a = (0, 0, a[2], a[3])
-        d0 = (pyptx.mma_sync(lo_a, fh, zero, atype="s8"),
-              pyptx.mma_sync(lo_a, fl, zero, atype="s8"))
-        d1 = (pyptx.mma_sync(hi_a, fh, zero, atype="s8"),
-              pyptx.mma_sync(hi_a, fl, zero, atype="s8"))
+    if FMT == Q6_K:     # one scale per 16: m16n8k16 on k 0..15 (a[0], a[1], b[0]) and 16..31
+        d0 = (pyptx.mma_sync((a[0], a[1]), (fh[0],), zero, atype="s8"),
+              pyptx.mma_sync((a[0], a[1]), (fl[0],), zero, atype="s8"))
+        d1 = (pyptx.mma_sync((a[2], a[3]), (fh[1],), zero, atype="s8"),
+              pyptx.mma_sync((a[2], a[3]), (fl[1],), zero, atype="s8"))
     else:
         d0 = (pyptx.mma_sync(a, fh, zero, atype="s8"), pyptx.mma_sync(a, fl, zero, atype="s8"))
         d1 = d0

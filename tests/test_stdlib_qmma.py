@@ -95,10 +95,11 @@ def test_auto_takes_mma_above_eight_rows(monkeypatch):
 
 @pytest.mark.parametrize("fmt", sorted(FUNCS))
 def test_mma_kernel_uses_int8_tensor_cores(fmt):
-    """The PTX holds the s8 m16n8k32 mma and 8-bit-tile ldmatrix; no f64; ptxas (sm_80, sm_90)
-    accepts it without spills (test_stdlib_ptxas.py covers the catalog too)."""
+    """The PTX holds the s8 mma (m16n8k32; Q6_K m16n8k16, a scale per 16 k) and 8-bit-tile
+    ldmatrix, no f64; ptxas (sm_80, sm_90) accepts it without spills (test_stdlib_ptxas.py)."""
     ck = pyptx.compile(qmma.qmma_kernel, arch="sm_80",
                        constexprs={"FMT": getattr(qmma, fmt.upper())})
-    assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in ck.ptx
+    shape = "m16n8k16" if fmt == "q6_k" else "m16n8k32"
+    assert f"mma.sync.aligned.{shape}.row.col.s32.s8.s8.s32" in ck.ptx
     assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ck.ptx
     assert ".f64" not in ck.ptx
