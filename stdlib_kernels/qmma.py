@@ -23,8 +23,8 @@ rows and walks k in tiles of KT = 128 (half a Q4_K/Q6_K super-block, four Q8_0 b
 every thread decodes 64 weights of one row into shared memory (registers → st.shared), the
 activation planes arrive with 16-byte `cp_async` (zero-filled past m and k), and each warp
 computes 32 × 32 outputs: per 32 k two `ldmatrix.x4` for A, four for hi/lo B, 16 m16n8k32
-IMMAs (Q6_K: 32 m16n8k16, the same work).  Shared rows are 144 bytes (16 bytes of padding), so the 8 row addresses of an ldmatrix
-phase fall in 8 different 16-byte bank groups.
+IMMAs (Q6_K: 32 m16n8k16, the same work).  Shared rows are 144 bytes (16 bytes of padding),
+so the 8 row addresses of an ldmatrix phase fall in 8 different 16-byte bank groups.
 
 IEEE semantics as the other paths: an output that is not finite (an inf or NaN in its activation
 row makes its block's xd NaN) is recomputed by its thread as Σ x·w in f32 from x and the weights

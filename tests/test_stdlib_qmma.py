@@ -33,7 +33,8 @@ def problems(draw):
     return fmt, m, n, k, draw(st.booleans()), draw(st.integers(0, 2**32 - 1))
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=6, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(problems())
 def test_mma_matches_float64_on_any_shape(p):
     fmt, m, n, k, raw, seed = p
