@@ -15,8 +15,9 @@ llama.cpp's `mul_mat_q` does (its `vec_dot_*_q8_1_mma`):
 254·Ih + Il is an exact int32 (|Ih| ≤ 32·128·127) and, for Q4_K and Q6_K, exact in f32 (< 2^24);
 xd multiplies last, so nothing overflows before the scales meet where the float product does
 not (the dp4a path's rule).  The hi + lo split (two IMMAs per product instead of llama.cpp's one
-on q8_1) keeps the dp4a GEMV's error bound: plain int8 activations would be 127× coarser (see
-docs/decisions.md, "int8 tensor-core prefill").
+on q8_1) keeps the dp4a GEMV's error bound: a single int8 plane rounds each activation to xd/2
+instead of xd/508, 8-9× over that bound at k = 4096 (docs/decisions.md, "int8 tensor cores and
+int8 tensor-core prefill").
 
 Tiling: a block of 128 threads (4 warps, 2 × 2) owns BN = 64 weight rows × BM = 64 activation
 rows and walks k in tiles of KT = 128 (half a Q4_K/Q6_K super-block, four Q8_0 blocks).  Per tile
