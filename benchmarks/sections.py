@@ -200,6 +200,16 @@ def sass(quick: bool) -> str:
         out += ["", "Attention main loops vs llama.cpp's fattn-mma-f16 / fattn-vec "
                 "(benchmarks/bench_attention_sass.py; the llama.cpp rows need `GGML_SRC`):", "",
                 "```", attn.report("sm_90", os.environ.get("GGML_SRC")), "```"]
+    try:
+        mmq = importlib.import_module("bench_mmq_sass")
+    except ImportError:
+        out += ["", "Quantised prefill vs llama.cpp: benchmarks/bench_mmq_sass.py is not in this "
+                "checkout."]
+    else:
+        progress("quantised prefill vs llama.cpp")
+        out += ["", "Quantised prefill k loops vs llama.cpp's mul_mat_q "
+                "(benchmarks/bench_mmq_sass.py; the llama.cpp rows need `GGML_SRC`):", "",
+                "```", mmq.report("sm_90", os.environ.get("GGML_SRC")), "```"]
     return "\n".join(out)
 
 

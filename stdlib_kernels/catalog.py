@@ -21,7 +21,7 @@ from .paged import paged_attention_kernel, paged_kv_scatter_kernel, paged_merge_
 from ._rows import row_config
 from .rope import ROPE_THREADS, rope_kernel
 from .softmax import plan as softmax_plan, softmax_block_kernel, softmax_warp_kernel
-from . import qgemv, qtiled
+from . import qgemv, qmma, qtiled
 
 #: Llama-2/3-7B/8B-like shapes
 LLAMA = dict(hidden=4096, n_heads=32, n_kv_heads=8, head_dim=128, ffn=11008, max_seq=4096,
@@ -135,6 +135,8 @@ SPECIALISATIONS: tuple[Specialisation, ...] = (
       for m in (1, qgemv.GEMV_MAX_M)),
     *(Specialisation(f"qmatmul_tiled[{fmt}]", qtiled.qmatmul_tiled_kernel, {"FMT": code})
       for fmt, code in (("q4_k", qtiled.Q4_K), ("q6_k", qtiled.Q6_K), ("q8_0", qtiled.Q8_0))),
+    *(Specialisation(f"qmma[{fmt}]", qmma.qmma_kernel, {"FMT": code}, qmma.THREADS)
+      for fmt, code in (("q4_k", qmma.Q4_K), ("q6_k", qmma.Q6_K), ("q8_0", qmma.Q8_0))),
     *(Specialisation(f"paged_attention[DPL={d},SPLIT={s}]", paged_attention_kernel,
                      {"DPL": d, "TILE": 32, "GROUP": 4, "VEC": True, "SPLIT": s})
       for d in (2, 4) for s in (False, True)),

@@ -7,9 +7,14 @@ global memory and are decoded in registers (GEMV) or once per 64-row tile (tiled
   (`act_q8_kernel`), integer dot products with `dp4a`, the leanest GEMV.
 * `"f32"` (`qgemv.*_gemv_kernel`): float dequantisation in registers, f32 products.
 * `"tiled"` (`qtiled.qmatmul_tiled_kernel`): 64×64 output tiles, x and the dequantised weights
-  staged in shared memory, each weight decoded once per 64 activation rows.
+  staged in shared memory, each weight decoded once per 64 activation rows (SIMT f32).
+* `"mma"` (`qmma.qmma_kernel`): llama.cpp's MMQ on int8 tensor cores (sm_80+): the dp4a path's
+  int8 activations (hi + residual planes) times weights decoded to int8 once per 64×64 tile,
+  `mma.sync` m16n8k32 with int32 sums, block scales applied in f32 per 32 k.
 * `"auto"`: `"dp4a"` for m ≤ 8 (decode: memory-bound, every weight byte read once per launch;
-  every supported arch, sm_75+, has dp4a), `"tiled"` for m > 8 (prefill: compute-bound).
+  every supported arch, sm_75+, has dp4a), `"mma"` for m > 8 (prefill: compute-bound; `"tiled"`
+  on sm_75, which has no int8 mma).  8 is llama.cpp's own switch from MMVQ to MMQ, and the
+  SASS agrees (docs/decisions.md, "int8 tensor-core prefill").
 
 The GEMV paths take any m: activation rows go 8 at a time (a launch per 8 rows, the weights
 re-read from L2/DRAM each time).
@@ -26,15 +31,19 @@ import numpy as np
 from . import _validate as V
 from . import qgemv as G
 from ._args import check_out, stdlib_function
+from . import qmma as QM
 from . import qtiled as QT
 from .quant import SIZES
 
-PATHS = ("auto", "f32", "dp4a", "tiled")
+PATHS = ("auto", "f32", "dp4a", "tiled", "mma")
 #: kernels by format: (f32 GEMV, dp4a GEMV, tiled FMT)
 _KERNELS = {
     "q4_k": (G.q4k_gemv_kernel, G.q4k_dp4a_kernel, QT.Q4_K),
     "q6_k": (G.q6k_gemv_kernel, G.q6k_dp4a_kernel, QT.Q6_K),
     "q8_0": (G.q8_0_gemv_kernel, G.q8_0_dp4a_kernel, QT.Q8_0),
+}
+#: the MMQ kernel's FMT per format
+_MMA_FMT = {"q4_k": QM.Q4_K, "q6_k": QM.Q6_K, "q8_0": QM.Q8_0
 }
 _I32_MAX = 2**31 - 1
 
@@ -130,6 +139,13 @@ def result(fn: str, out, shape, like):
     return out
 
 
+def int8_tensor_cores() -> bool:
+    """Whether the arch kernels compile for (device 0's, or sm_80 on the CPU executor) has the
+    int8 `mma.sync` of the "mma" path (sm_80+); on sm_75 "auto" prefill takes "tiled"."""
+    from pyptx.target import default_arch
+    return int(default_arch()[3:]) >= 80
+
+
 def run(fmt: str, x2: np.ndarray, w: np.ndarray, n: int, path: str, out=None) -> np.ndarray:
     """out [m, n] = x2 @ dequant(w).T on the chosen path (arguments already checked; `out`, if
     given, a checked [m, n] float32 array, else a new one)."""
@@ -139,11 +155,15 @@ def run(fmt: str, x2: np.ndarray, w: np.ndarray, n: int, path: str, out=None) ->
     if m == 0:
         return out
     if path == "auto":
-        path = "dp4a" if m <= G.GEMV_MAX_M else "tiled"
+        path = "dp4a" if m <= G.GEMV_MAX_M else "mma" if int8_tensor_cores() else "tiled"
     f32_kernel, dp4a_kernel, tiled_fmt = _KERNELS[fmt]
     grid = V.ceil_div(n, G.GEMV_WARPS)
     block = 32 * G.GEMV_WARPS
-    if path == "tiled":
+    if path == "mma":
+        xh, xl, xd, xs = prepare_q8(x2)
+        QM.qmma_kernel[(V.ceil_div(n, QM.BN), V.ceil_div(m, QM.BM)), QM.THREADS](
+            out.reshape(-1), xh, xl, xd, xs, x2.reshape(-1), w, m, n, k, _MMA_FMT[fmt])
+    elif path == "tiled":
         QT.qmatmul_tiled_kernel[(V.ceil_div(n, QT.TILE), V.ceil_div(m, QT.TILE)), QT.THREADS](
             out, x2.reshape(-1), w, m, n, k, tiled_fmt)
     elif path == "f32":

@@ -24,6 +24,11 @@ the inner dimension:
   bound `Q + C_DP4A·√K·u·S`.  Against x̃ itself (`x_tilde`, rebuilt from the kernel's own
   quantised activations) only the rounding part remains, `C_DP4A·√K·u·S̃`: as tight as the f32
   path, and it fails if a dp4a sum had to take the float fallback (which uses x, not x̃).
+* `"mma"` (int8 tensor cores, `stdlib_kernels.qmma`): the same x̃ and the same exact integer
+  sums (IMMA instead of dp4a), scaled in f32 once per 32 (Q6_K: per 16) k with a few roundings:
+  254·Ih + Il converts to f32 exactly for Q4_K/Q6_K (< 2^24) and with one rounding for Q8_0,
+  then (a/254)·I − o·xs and xd·(...) add to the accumulator, about the dp4a path's operations
+  per sub-block, so the dp4a bound holds unchanged (both against x and against x̃).
 
 The C constants are about 10× the worst error measured (see MEASURED); the dp4a quantisation
 term Q is a strict bound, 7× the measured worst.  Rounding the Q4_K coefficients d·sc and dmin·m
@@ -118,7 +123,7 @@ class Bounds:
             return C_TILED * r * self.A
         if path == "f32":
             return C_F32 * r * self.S + C_TILED * r * self.A
-        if path == "dp4a":
+        if path in ("dp4a", "mma"):
             return self.Q + C_DP4A * r * self.S
         if path == "dp4a_rounding":
             return C_DP4A * r * self.S
@@ -150,11 +155,11 @@ def check_result(got, x, w, fmt: str, path: str, where=None) -> None:
     assert np.isfinite(got[sel]).all(), f"{fmt} {path}: non-finite results where finite expected"
     r = b.ratio(got, path, sel)
     assert r <= 1.0, f"{fmt} {path}: error is {r:.3g}x its bound"
-    if path == "dp4a":
+    if path in ("dp4a", "mma"):
         xh, xl, xd, _ = qmatmul.prepare_q8(x2)
         bt = Bounds(x_tilde(xh, xl, xd).reshape(x2.shape), w, fmt)
         r = bt.ratio(got, "dp4a_rounding", sel)
-        assert r <= 1.0, f"{fmt} dp4a: error against x~ is {r:.3g}x the rounding bound"
+        assert r <= 1.0, f"{fmt} {path}: error against x~ is {r:.3g}x the rounding bound"
 
 
 def swiglu_bound(x, wg, wu) -> tuple[np.ndarray, np.ndarray]:

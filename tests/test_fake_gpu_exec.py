@@ -161,7 +161,7 @@ def test_stdlib_softmax_rmsnorm_q4k_match_the_cpu_executor(fake, monkeypatch, re
 
     wq = quant.quantize((rng.standard_normal((40, 256)) * 0.1).astype(np.float32), "q4_k")
     a = rng.standard_normal((2, 256)).astype(np.float32)
-    for path in ("dp4a", "f32"):
+    for path in ("dp4a", "f32", "mma"):
         got = run_both(monkeypatch, fake, lambda: sk.q4k_matmul(put(a), put(wq), 40, path=path))
         ref = a.astype(np.float64) @ quant.dequantize_q4_k(wq).astype(np.float64).T
         np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2)

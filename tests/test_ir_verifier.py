@@ -160,6 +160,8 @@ def test_tensor_core_ops_have_type_rules():
             "mma: six u32")
     _breaks(_insert_in_body(Instr("mma", [u] * 6 + [f] * 4, vec, {"atype": "f32"})),
             "atype must be f16 or bf16")
+    _breaks(_insert_in_body(Instr("mma", [u] * 6 + [f] * 4, vec, {"atype": "s8"})),
+            "mma: six u32")                 # s8/u8 accumulate in i32: f32 C/D is an error
     _breaks(_insert_in_body(Instr("pack2", [f, u], T.u32, {"dtype": "f16"})), "pack2: two f32")
     _breaks(_insert_in_body(Instr("cp_async_wait", [], None, {"n": -1})), "non-negative")
     _breaks(_insert_in_body(Instr("cp_async", [u, u], None, {"nbytes": 16})), "shared dst")

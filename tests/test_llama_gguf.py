@@ -17,9 +17,10 @@ Error analysis (errors relative to max |logit| of the reference; measured worst 
   bound 1e-5.
 * Q4_K/Q6_K/Q8_0 weights: both sides use the same dequantised values, but pyptx's decode GEMVs
   (and prefill matmuls of ≤ 8 rows) quantise the activations to int8 + an int8 residual per 32
-  (relative error ≈ 2^-15 per activation, see qmatmul's dp4a path), and the tiled path
-  (prefill > 8 rows) sums in another order — measured 7.2e-6 in the fast test, 4.4e-5 worst
-  over the slow matrix (two layers, head_dim 64), bound 5e-4.
+  (relative error ≈ 2^-15 per activation, see qmatmul's dp4a path), and so does the int8
+  tensor-core path of prefill matmuls > 8 rows ("mma": the same quantised activations) —
+  measured 7.2e-6 in the fast test, 4.4e-5 worst over the slow matrix (two layers, head_dim
+  64) when prefill took the f32 tiled path; bound 5e-4.
 """
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def test_f32_head64_gqa_untied_theta1e4(tmp_path):
 def test_quant_mix_head128_tied_theta5e5(tmp_path):
     """Q4_K / Q6_K / Q8_0 (llama.cpp's Q4_K_M flavour); head_dim 128, one KV head for two
     query heads, tied output (the Q4_K embedding is the output matrix), rope base 500000;
-    a 10-token first forward runs the tiled quantised GEMMs (> 8 rows)."""
+    a 10-token first forward runs the int8 tensor-core quantised GEMMs (> 8 rows)."""
     model = LM.hf_model(vocab=384, hidden=256, heads=2, kv_heads=1, ffn=512, tied=True,
                         theta=500000.0)
     path = LM.write_gguf(model, str(tmp_path / "q.gguf"), "quant")

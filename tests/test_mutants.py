@@ -57,6 +57,19 @@ MUTANTS = [
            "    a = f32(f16(half_lo(h) * (sc1 if hi == 1 else sc0)))\n"
            "    o = f32(f16(half_hi(h) * (m1 if hi == 1 else m0)))",
            ("tests/test_stdlib_qmatmul.py::test_paths_match_float64[1-tiled-q4_k]",)),
+    Mutant("qmma: no barrier at the end of a k tile (the next tile's loads overwrite shared "
+           "rows other warps still read)",
+           "stdlib_kernels/qmma.py",
+           "            c13 = _tile(c13, fa1, bh, bl, 1, zero, w1, xv, 3, FMT)\n"
+           "        pyptx.syncthreads()\n",
+           "            c13 = _tile(c13, fa1, bh, bl, 1, zero, w1, xv, 3, FMT)\n",
+           ("tests/test_sanitize_stdlib.py::test_pipelined_kernels_run_clean_over_three_tiles"
+            "[q4k_matmul mma, K = 512]",)),
+    Mutant("qmma Q4_K scale d*sc/254 rounded through f16",
+           "stdlib_kernels/qmma.py",
+           "    sa[2 * s, jr] = d * sc0 * (1.0 / RES)",
+           "    sa[2 * s, jr] = f32(f16(d * sc0 * (1.0 / RES)))",
+           ("tests/test_stdlib_qmatmul.py::test_paths_match_float64[17-mma-q4_k]",)),
 ]
 
 

@@ -181,7 +181,7 @@ CASES = [
     Case("gate_up_swiglu misaligned k", _gate_up(37)),
     *[Case(f"{name} {path} m={m}", _quant(fmt, path, m))
       for name, fmt in (("q4k_matmul", "q4_k"), ("q6k_matmul", "q6_k"), ("q8_0_matmul", "q8_0"))
-      for path, m in (("f32", 1), ("dp4a", 3), ("tiled", 9))],
+      for path, m in (("f32", 1), ("dp4a", 3), ("tiled", 9), ("mma", 9))],
     Case("q4k_gate_up_swiglu", _q4k_gate_up),
     Case("paged_attention", _paged(16, 5, [0, 1, 37])),
     Case("paged_attention split-K", _paged(8, 40, [300, 5, 2])),
@@ -258,6 +258,17 @@ def _pipe_qtiled(r):
     return S.q8_0_matmul(x, w, 3, path="tiled"), want, bound
 
 
+def _pipe_qmma(fmt, k):
+    def run(r):
+        from stdlib_kernels import quant as Q
+        fn = {"q4_k": S.q4k_matmul, "q6_k": S.q6k_matmul, "q8_0": S.q8_0_matmul}[fmt]
+        w = Q.quantize(randn(r, 3, k), fmt)
+        x = randn(r, 2, k)
+        b = R.Bounds(x, w, fmt)
+        return fn(x, w, 3, path="mma"), b.ref, b.bound("mma")
+    return run
+
+
 def _tiles(n, tile):
     return -(-n // tile)
 
@@ -269,6 +280,9 @@ PIPELINED = [  # (label, run: rng -> (got, want, per-element bound), tiles in th
     ("flash_attention_tc_wide, 48 keys", _pipe_flash(144, 48, False), _tiles(48, 16)),
     ("gemm tiled, K = 48", _pipe_gemm_tiled(48), _tiles(48, 16)),
     ("q8_0_matmul tiled, K = 96", _pipe_qtiled, _tiles(96, 32)),
+    ("q4k_matmul mma, K = 512", _pipe_qmma("q4_k", 512), _tiles(512, 128)),
+    ("q6k_matmul mma, K = 512", _pipe_qmma("q6_k", 512), _tiles(512, 128)),
+    ("q8_0_matmul mma, K = 288", _pipe_qmma("q8_0", 288), _tiles(288, 128)),
 ]
 
 

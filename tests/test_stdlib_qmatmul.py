@@ -51,7 +51,7 @@ def check(fmt, path, m, n, k, seed, raw=False):
 
 
 @pytest.mark.parametrize("fmt", FUNCS)
-@pytest.mark.parametrize("path", ["f32", "dp4a", "tiled"])
+@pytest.mark.parametrize("path", ["f32", "dp4a", "tiled", "mma"])
 @pytest.mark.parametrize("m", [1, 3, 17, 64])
 def test_paths_match_float64(fmt, path, m):
     k = 512 if m < 64 else 256
@@ -59,7 +59,7 @@ def test_paths_match_float64(fmt, path, m):
 
 
 @pytest.mark.parametrize("fmt", FUNCS)
-@pytest.mark.parametrize("path", ["f32", "dp4a", "tiled"])
+@pytest.mark.parametrize("path", ["f32", "dp4a", "tiled", "mma"])
 def test_raw_random_blocks(fmt, path):
     """Every scale/min/quant bit pattern decodes as gguf-py does (all 6-bit scales, int8 scales
     of both signs, Q8_0 values -128..127)."""
@@ -70,7 +70,7 @@ def test_q8_0_small_k_and_flat_weight():
     rng = np.random.default_rng(5)
     w = Q.quantize_q8_0(rng.standard_normal((9, 96)).astype(np.float32))
     x = rng.standard_normal(96).astype(np.float32)
-    for path in ("auto", "f32", "dp4a", "tiled"):
+    for path in ("auto", "f32", "dp4a", "tiled", "mma"):
         got = sk.q8_0_matmul(x, w.reshape(-1), 9, path)
         assert got.shape == (9,)
         R.check_result(got, x, w, "q8_0", "dp4a" if path == "auto" else path)
@@ -96,8 +96,8 @@ def test_auto_path_and_zero_rows():
     rng = np.random.default_rng(2)
     w = Q.quantize_q6_k(rng.standard_normal((5, 256)).astype(np.float32))
     x = rng.standard_normal((9, 256)).astype(np.float32)
-    np.testing.assert_array_equal(sk.q6k_matmul(x, w, 5), sk.q6k_matmul(x, w, 5, "tiled"))
-    R.check_result(sk.q6k_matmul(x, w, 5), x, w, "q6_k", "tiled")          # m > 8: tiled
+    np.testing.assert_array_equal(sk.q6k_matmul(x, w, 5), sk.q6k_matmul(x, w, 5, "mma"))
+    R.check_result(sk.q6k_matmul(x, w, 5), x, w, "q6_k", "mma")            # m > 8: mma
     np.testing.assert_array_equal(sk.q6k_matmul(x[:2], w, 5), sk.q6k_matmul(x[:2], w, 5, "dp4a"))
     R.check_result(sk.q6k_matmul(x[:2], w, 5), x[:2], w, "q6_k", "dp4a")   # m ≤ 8: dp4a
     assert sk.q6k_matmul(x[:0], w, 5).shape == (0, 5)
@@ -126,7 +126,7 @@ def test_bad_arguments(call, exc, word):
 
 
 @pytest.mark.parametrize("fmt", FUNCS)
-@pytest.mark.parametrize("path", ["f32", "dp4a", "tiled"])
+@pytest.mark.parametrize("path", ["f32", "dp4a", "tiled", "mma"])
 def test_nan_in_x_reaches_its_row_only(fmt, path):
     rng = np.random.default_rng(9)
     w = Q.quantize(rng.standard_normal((5, 256)).astype(np.float32), fmt)

@@ -18,7 +18,7 @@ from stdlib_kernels import qmatmul, quant as Q
 from test_stdlib_qmatmul import poisoned  # noqa: F401  (autouse: NaN-poisoned outputs)
 
 FUNCS = {"q4_k": sk.q4k_matmul, "q6_k": sk.q6k_matmul, "q8_0": sk.q8_0_matmul}
-PATHS = ["f32", "dp4a", "tiled"]
+PATHS = ["f32", "dp4a", "tiled", "mma"]
 N, K = 7, 512
 #: x position whose weight in row 0 is exactly 0 (P < 32: inside Q4_K sub-block 0, whose min is 0)
 P = 3
@@ -79,7 +79,7 @@ def test_huge_activations_stay_finite(fmt, path):
     """|x| up to 3e38 with weights ~0.02: the float product is ~1e36-1e37, finite.  Row 0 one
     3e38, row 1 a whole block of ±3e38 (Σ|x| over 16 overflows f32), row 2 one −3e38 late, row 3
     ordinary.  The f32 path's mantissa trick overflows there and its float fallback answers;
-    dp4a must not need it: its arithmetic is exact under power-of-2 scaling as long as nothing
+    dp4a and mma (the same x̃, xd applied last) must not need it: its arithmetic is exact under power-of-2 scaling as long as nothing
     overflows, so the result is bit for bit 2^100 times that of x·2^-100 (the fallback, which
     multiplies x instead of its quantised x̃, would differ)."""
     rng = np.random.default_rng(2)
@@ -92,7 +92,7 @@ def test_huge_activations_stay_finite(fmt, path):
     assert np.isfinite(ref).all() and np.abs(ref).max() > 1e36
     got = FUNCS[fmt](x, w, N, path=path)
     R.check_result(got, x, w, fmt, path)
-    if path == "dp4a":
+    if path in ("dp4a", "mma"):
         small = FUNCS[fmt](x * np.float32(2.0 ** -100), w, N, path=path)
         np.testing.assert_array_equal(got, small * np.float32(2.0 ** 100))
 

@@ -42,6 +42,11 @@ def _words(cx, v, n: int, what: str, t: T.ScalarType) -> list:
         if t == T.f32 and not (xt.is_float or is_const(x)):
             raise cx.err(f"{what}[{k}] must be a float accumulator, got {xt.name}; write "
                          f"f32(x)")
+        if t == T.i32 and not ((xt.is_int and not xt.is_bool and xt.bits == 32)
+                               or (is_const(x) and isinstance(x, int) and not isinstance(x, bool)
+                                   and -2**31 <= x < 2**31)):
+            raise cx.err(f"{what}[{k}] must be a 32-bit integer accumulator (s8/u8 mma "
+                         f"accumulates in i32), got {xt.name}; write i32(x), or 0 to start")
         out.append(arith.convert(cx, x, t))
     return out
 
@@ -51,12 +56,34 @@ def _lanes(cx, vec) -> tuple:
     return tuple(arith.emit(cx, "lane", [vec], vec.type.elem, index=k) for k in range(vec.type.n))
 
 
+_BYTE_TYPES = {"s8": "s8", "i8": "s8", "u8": "u8"}
+
+
+def _mma_input_type(cx, v) -> str:
+    """mma_sync's atype as the PTX type name: 'f16' / 'bf16' (m16n8k16, f32 accumulators) or
+    's8' / 'u8' (m16n8k32, i32 accumulators); a string or the pyptx type (i8 means s8)."""
+    name = v.name if isinstance(v, T.ScalarType) else v if isinstance(v, str) else None
+    if name in _HALF_TYPES:
+        return name
+    if name in _BYTE_TYPES:
+        return _BYTE_TYPES[name]
+    raise cx.err(f"mma_sync()'s atype must be f16 or bf16 (f32 accumulators), or s8 or u8 "
+                 f"(i32 accumulators) (a string, or pyptx.f16 / pyptx.bf16 / pyptx.i8 / "
+                 f"pyptx.u8), got {arith.describe(v)}; write e.g. "
+                 f"atype=\"f16\" or atype=\"s8\"")
+
+
 @intrinsic("mma_sync", "a", "b", "c", "atype", atype="f16")
 def _mma_sync(cx, a, b, c, atype):
-    ht = _half_type(cx, atype, "mma_sync()'s atype")
-    ops = (_words(cx, a, 4, "mma_sync()'s a", T.u32) + _words(cx, b, 2, "mma_sync()'s b", T.u32)
-           + _words(cx, c, 4, "mma_sync()'s c", T.f32))
-    return _lanes(cx, arith.emit(cx, "mma", ops, T.VecType(T.f32, 4), atype=ht.name))
+    kind = _mma_input_type(cx, atype)
+    acc = T.i32 if kind in ("s8", "u8") else T.f32
+    na = 4                  # int8 with a 2-tuple a (and a 1-tuple b): the m16n8k16 form
+    if kind in ("s8", "u8") and isinstance(a, tuple) and len(a) == 2:
+        na = 2
+    ops = (_words(cx, a, na, "mma_sync()'s a", T.u32)
+           + _words(cx, b, na // 2, "mma_sync()'s b", T.u32)
+           + _words(cx, c, 4, "mma_sync()'s c", acc))
+    return _lanes(cx, arith.emit(cx, "mma", ops, T.VecType(acc, 4), atype=kind))
 
 
 def _shared_view(cx, v, what: str) -> ArrayView:
@@ -81,9 +108,10 @@ def _ldmatrix(cx, smem, idx, count, trans):
     if not isinstance(trans, bool):
         raise cx.err("ldmatrix()'s trans must be the literal True or False; write "
                      "trans=True or trans=False")
-    if view.elem.mem_bytes not in (2, 4):
-        raise cx.err(f"ldmatrix() reads 16-bit elements; the array holds {view.elem.name} (use "
-                     f"f16, bf16, u16 or i16, or u32 words)")
+    if view.elem.mem_bytes not in (1, 2, 4):
+        raise cx.err(f"ldmatrix() reads 8x8 matrices of 16-bit elements (rows of 16 bytes); "
+                     f"the array holds {view.elem.name} (use f16, bf16, u16 or i16, u32 words, "
+                     f"or i8/u8 bytes)")
     memory.inner_contiguous(cx, view, "ldmatrix()")
     ptr = memory.element_ptr(cx, view, idx)
     return _lanes(cx, arith.emit(cx, "ldmatrix", [ptr], T.VecType(T.u32, n), count=n,

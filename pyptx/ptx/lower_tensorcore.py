@@ -20,11 +20,17 @@ def _vec(regs) -> str:
 @lowers("mma")
 def lower_mma(em, ins) -> None:
     atype = ins.attrs["atype"]
-    if atype not in ("f16", "bf16"):
+    na = 2 if len(ins.operands) == 7 else 4         # A registers: the int8 m16n8k16 form has 2
+    if atype in ("f16", "bf16"):
+        form = f"m16n8k16.row.col.f32.{atype}.{atype}.f32"
+    elif atype in ("s8", "u8"):            # no .satfinite: the s32 sums wrap modulo 2**32
+        form = f"m16n8k{8 * na}.row.col.s32.{atype}.{atype}.s32"
+    else:
         raise em.error(f"mma: unsupported input type {atype!r}", ins)
     ops = [em.reg(v) for v in ins.operands]
-    em.i(f"mma.sync.aligned.m16n8k16.row.col.f32.{atype}.{atype}.f32 {_vec(_lanes(em, ins))}, "
-         f"{_vec(ops[0:4])}, {_vec(ops[4:6])}, {_vec(ops[6:10])}")
+    nb = na // 2
+    em.i(f"mma.sync.aligned.{form} {_vec(_lanes(em, ins))}, "
+         f"{_vec(ops[0:na])}, {_vec(ops[na:na + nb])}, {_vec(ops[na + nb:])}")
 
 
 @lowers("ldmatrix")

@@ -7,7 +7,7 @@ page_size, head_dim]` of which the sequence owns pages 0, 1, ... in order (block
 `arange`), so token t sits in slot t.
 
 Prefill (`forward(tokens)`, n tokens at once): one launch per operation over all n rows —
-rmsnorm, the q/k/v matmuls (the quantised ones take the tiled path for n > 8), rope at
+rmsnorm, the q/k/v matmuls (the quantised ones take the int8 tensor-core path for n > 8), rope at
 positions past..past+n-1, one `paged_kv_scatter` of the n tokens' K/V, then causal GQA
 `flash_attention` of the n queries against the past+n cached keys (the mask aligned to the end),
 the output projection, SwiGLU MLP, residual adds, final norm and the output matmul.

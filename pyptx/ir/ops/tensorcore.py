@@ -5,7 +5,7 @@
 """
 from __future__ import annotations
 
-from ...types import PtrType, VecType, f32, u32
+from ...types import PtrType, VecType, f32, i32, u32
 from .record import family
 
 op = family("tensorcore")
@@ -13,10 +13,19 @@ op = family("tensorcore")
 _CP_ASYNC = ("cp.async", 70, 80)
 
 
+_MMA_ACC = {"f16": f32, "bf16": f32, "s8": i32, "u8": i32}
+
+
 def _check_mma(c, ins, T, a):
-    c.need(T == VecType(f32, 4) and a[:6] == [u32] * 6 and a[6:] == [f32] * 4,
-           "mma: six u32 A/B registers, four f32 C registers, VecType(f32, 4) result")
-    c.need(ins.attrs.get("atype") in ("f16", "bf16"), "mma atype must be f16 or bf16")
+    atype = ins.attrs.get("atype")
+    c.need(atype in _MMA_ACC, "mma atype must be f16 or bf16 (f32 C/D), or s8 or u8 (i32 C/D)")
+    acc = _MMA_ACC.get(atype, f32)
+    ab = 3 if len(a) == 7 and atype in ("s8", "u8") else 6     # int8 m16n8k16: 2 A, 1 B
+    c.need(len(a) == ab + 4 and T == VecType(acc, 4) and a[:ab] == [u32] * ab
+           and a[ab:] == [acc] * 4,
+           "mma: six u32 A/B registers (three for the int8 m16n8k16 form), four C registers "
+           "and a VecType(·, 4) result of the accumulator type (f32 for f16/bf16, i32 for "
+           "s8/u8)")
 
 
 def _check_ldmatrix(c, ins, T, a):
@@ -46,11 +55,14 @@ def _check_cp_async_wait(c, ins, T, a):
 
 
 OPS = [
-    op("mma", "a0..a3, b0, b1, c0..c3",
-       "warp-collective PTX mma.sync.aligned.m16n8k16.row.col.f32.<atype>.<atype>.f32: a*, b* "
-       "u32 (two packed f16/bf16 each), c* f32.  T VecType(f32, 4): D's four registers, read "
-       "with `lane`.  attrs atype in {'f16','bf16'}",
-       nargs=10, pure=False, check=_check_mma, gate=("mma", 70, 80), ptx=("mma",)),
+    op("mma", "a0..a3, b0, b1, c0..c3 | a0, a1, b0, c0..c3",
+       "warp-collective PTX mma.sync.aligned: atype f16/bf16 is m16n8k16.row.col.f32.<atype>."
+       "<atype>.f32 (a*, b* u32 of two packed halves, c* f32, T VecType(f32, 4)); atype s8/u8 "
+       "is m16n8k32.row.col.s32.<atype>.<atype>.s32 (a*, b* u32 of four packed bytes, c* i32, "
+       "T VecType(i32, 4), sums wrap modulo 2**32), or with 7 operands (a0, a1, b0, c0..c3) "
+       "m16n8k16.row.col.s32.<atype>.<atype>.s32.  D's four registers are read with `lane`.  "
+       "attrs atype in {'f16','bf16','s8','u8'}",
+       nargs=None, pure=False, check=_check_mma, gate=("mma", 70, 80), ptx=("mma",)),
     op("ldmatrix", "p",
        "warp-collective PTX ldmatrix.sync.aligned.m8n8.x<count>[.trans].shared.b16: p is a "
        "ptr.shared (this lane's row address, plus attrs.get('offset', 0) bytes).  "

@@ -1,5 +1,6 @@
 """Tensor-core and async-copy instructions on the CPU executor: `mma.sync` (m16n8k16, f16/bf16
-inputs, f32 accumulators), `ldmatrix` (m8n8 b16, x1/x2/x4, optional .trans), `cp.async`
+inputs, f32 accumulators; m16n8k32, s8/u8 inputs, s32 accumulators that wrap modulo 2**32),
+`ldmatrix` (m8n8 b16, x1/x2/x4, optional .trans), `cp.async`
 (+ commit_group / wait_group) and the bf16 <-> f32 conversions.
 
 Fragment layouts are the PTX ISA's (docs/tensor-cores.md draws them).  With groupID g = lane >> 2
@@ -114,14 +115,21 @@ def _mma_class(parts) -> tuple:
     return "tensor", (2 * int(m) * int(n) * int(k) // 32 if m and n and k else 0)
 
 
+_INT8_FORMS = (["s32", "s8", "s8", "s32"], ["s32", "u8", "u8", "s32"])
+
+
 @builds("mma", kind=WARPSYNC, cls=_mma_class)
 def build_mma(ctx, ins, parts):
+    if "row" not in parts or "col" not in parts:
+        ctx.error("mma needs the .row.col layout")
+    if ("m16n8k32" in parts or "m16n8k16" in parts) and parts[-4:] in _INT8_FORMS \
+            and "satfinite" not in parts:
+        return _build_mma_int8(ctx, ins, parts[-3], 32 if "m16n8k32" in parts else 16)
     if "m16n8k16" not in parts or parts[-4:] not in (["f32", "f16", "f16", "f32"],
                                                       ["f32", "bf16", "bf16", "f32"]):
-        ctx.error("only mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 is "
+        ctx.error("only mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 and "
+                  "mma.sync.aligned.m16n8k{16,32}.row.col.s32.{s8,u8}.{s8,u8}.s32 are "
                   "supported")
-    if "row" not in parts or "col" not in parts:
-        ctx.error("mma m16n8k16 needs the .row.col layout")
     kind = parts[-3]
     dvec, avec, bvec, cvec = ins.operands
     if dvec[0] != "vec" or len(dvec[1]) != 4:
@@ -152,6 +160,51 @@ def build_mma(ctx, ins, parts):
             for kk in range(16):
                 acc = acc + A[:, :, kk, None] * B[:, None, kk, :]
         D = acc.astype(np.float32)
+        for k in range(4):
+            ds[k](st, sel, D[:, _G + 8 * (k >> 1), 2 * _T + (k & 1)].reshape(-1))
+    return Op(run, WARPSYNC, mask=lambda st, sel: _FULL)
+
+
+def _bytes(words, kind: str) -> np.ndarray:
+    """u32 words (..., 32) -> (..., 32, 4) int64 bytes, byte 0 = bits 0..7 (s8 sign-extended)."""
+    w = np.ascontiguousarray(words, np.uint32)
+    b = w[..., None].view(np.uint8).reshape(*w.shape, 4)      # little-endian byte order
+    return (b.view(np.int8) if kind == "s8" else b).astype(np.int64)
+
+
+def _build_mma_int8(ctx, ins, kind: str, K: int):
+    """m16n8k32 / m16n8k16 with s8 or u8 A/B and s32 C/D: the K products and the sum are exact
+    in int64 and D is that sum modulo 2**32 (the form without .satfinite wraps).  Layouts (PTX
+    ISA, m16n8k{32,16} .s8/.u8): a{k} holds A[g + 8*(k & 1), 4t + 16*(k >> 1) + {0..3}] (byte
+    0 first; k < K/8), b{k} holds B[4t + 16k + {0..3}, g] (k < K/16), c{k}/d{k} are
+    C[g + 8*(k >> 1), 2t + (k & 1)]."""
+    dvec, avec, bvec, cvec = ins.operands
+    if dvec[0] != "vec" or len(dvec[1]) != 4:
+        ctx.error("mma needs four destination registers")
+    ds = [writer(ctx, ("reg", r), "s32") for r in dvec[1]]
+    ar, br, cr = _regs(ctx, avec, "b32"), _regs(ctx, bvec, "b32"), _regs(ctx, cvec, "s32")
+    if (len(ar), len(br), len(cr)) != (K // 8, K // 16, 4):
+        ctx.error(f"mma m16n8k{K} takes {K // 8} A, {K // 16} B and 4 C registers")
+    line = ins.line
+    four = np.arange(4)
+
+    def run(st, sel):
+        tw = _warp_lanes(st, sel, "mma.sync", line)
+        nw = tw.shape[0]
+        A = np.empty((nw, 16, K), np.int64)
+        B = np.empty((nw, K, 8), np.int64)
+        C = np.empty((nw, 16, 8), np.int64)
+        lanes = lambda r: np.broadcast_to(r(st, sel), (tw.size,)).reshape(nw, 32)  # noqa: E731
+        for k in range(K // 8):
+            row = _G + 8 * (k & 1)
+            col = (4 * _T + 16 * (k >> 1))[:, None] + four
+            A[:, row[:, None], col] = _bytes(lanes(ar[k]), kind)
+        for k in range(4):
+            C[:, _G + 8 * (k >> 1), 2 * _T + (k & 1)] = lanes(cr[k]).astype(np.int64)
+        for k in range(K // 16):
+            row = (4 * _T + 16 * k)[:, None] + four
+            B[:, row, _G[:, None]] = _bytes(lanes(br[k]), kind)
+        D = ((np.einsum("wik,wkj->wij", A, B) + C + 2**31) % 2**32 - 2**31).astype(np.int32)
         for k in range(4):
             ds[k](st, sel, D[:, _G + 8 * (k >> 1), 2 * _T + (k & 1)].reshape(-1))
     return Op(run, WARPSYNC, mask=lambda st, sel: _FULL)
