@@ -17,6 +17,7 @@ import threading
 import numpy as np
 
 from .. import types as T
+from ..target import runs_on
 from ..errors import DeviceError, LaunchError
 from . import checking, profile
 from .envvars import env_reader
@@ -376,6 +377,14 @@ class _Binder:
     def _build(self, args, dev, cx, inferred) -> "_Plan":
         from .. import compiler
         arch = profile.current_arch() if dev == "gpu" else None    # the current device's
+        pinned = getattr(self.kernel, "arch", None)
+        if pinned is not None:          # @pyptx.kernel(arch=...): that PTX, on the CPU too
+            if arch is not None and not runs_on(pinned, arch):
+                raise LaunchError(f"{self.kernel.name} is compiled for {pinned} "
+                                  f"(@pyptx.kernel(arch={pinned!r})), which does not run on "
+                                  f"this GPU ({arch}); launch it on a GPU {pinned} runs on, or "
+                                  f"on the CPU executor (PYPTX_DEVICE=cpu)")
+            arch = pinned
         ck = compiler.compile_kernel(self.kernel, arch=arch, constexprs=cx or None,
                                      arg_types=inferred or None)
         return _Plan(ck, dev, [i for i in range(self.nargs) if i not in self.constexpr_pos],
