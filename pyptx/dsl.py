@@ -82,6 +82,8 @@ _FUNCTIONS += ("gridsize activemask lanemask_lt vote_uni match_any match_all syn
 _FUNCTIONS += ["const_array"]              # constant memory (pyptx/frontend/constmem.py)
 _FUNCTIONS += ("reduce_add reduce_min reduce_max reduce_and reduce_or "
                "reduce_xor").split()      # warp reductions, redux.sync (frontend/parity.py)
+_FUNCTIONS += ("wgmma_desc wgmma wgmma_fence wgmma_commit wgmma_wait "
+               "fence_proxy_async").split()   # Hopper warpgroup MMA (frontend/wgmma.py)
 globals().update({name: Intrinsic(name) for name in _FUNCTIONS})
 
 __all__ = ["thread_idx", "block_idx", "block_dim", "grid_dim", "WARP_SIZE", "shared", "local",

@@ -15,6 +15,7 @@ from ..types import PtrType
 from . import lower_compute, lower_memory, lower_sync  # noqa: F401  (register the lowerings)
 from . import lower_vector  # noqa: F401
 from . import lower_tensorcore  # noqa: F401
+from . import lower_wgmma  # noqa: F401
 from .emitter import EMITTER_MNEMONICS, LOWERINGS, FunctionEmitter
 from .tables import format_version, suffixes
 

@@ -121,7 +121,12 @@ class FunctionEmitter:
 
     def need(self, feature: str, what: Instr | None = None) -> None:
         isa, sm = tb.FEATURES[feature]
-        if sm > self.sm:
+        if isinstance(sm, str):             # arch-specific: exactly that arch has it
+            if self.arch != sm:
+                raise self.error(f"{feature} is an arch-specific feature of {sm} (compiling "
+                                 f"for {self.arch}); compile with arch='{sm}' (its PTX runs "
+                                 f"only on that GPU family)", what)
+        elif sm > self.sm:
             raise self.error(f"{feature} needs sm_{sm} or newer (compiling for {self.arch}); "
                              f"compile with arch='sm_{sm}' or newer", what)
         if isa > self.isa:

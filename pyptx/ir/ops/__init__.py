@@ -16,14 +16,14 @@ covers signed and unsigned, bool is the 1-bit predicate type `bool_`.  Attribute
 """
 from __future__ import annotations
 
-from . import arith, bits, control, memory, sync, tensorcore, warp
+from . import arith, bits, control, memory, sync, tensorcore, warp, wgmma
 from .arith import APPROX_FNS, CMP_PREDICATES
 from .control import SREGS
 from .memory import ATOMIC_KINDS, VECTOR_LANES
 from .record import OpDef
 from .warp import SHFL_MODES
 
-FAMILIES = (arith, bits, memory, warp, sync, tensorcore, control)
+FAMILIES = (arith, bits, memory, warp, sync, tensorcore, wgmma, control)
 
 OPS: dict[str, OpDef] = {}
 for _family in FAMILIES:
@@ -47,8 +47,10 @@ INT_COMMUTATIVE = frozenset(n for n, d in OPS.items() if d.commutative == "int")
 FOLDS = {n: d.fold for n, d in OPS.items() if d.fold is not None}
 
 
-def ptx_features() -> dict[str, tuple[int, int]]:
-    """Every PTX feature an op's lowering may need: name -> (min ISA x10, min sm)."""
+def ptx_features() -> dict[str, tuple[int, int | str]]:
+    """Every PTX feature an op's lowering may need: name -> (min ISA x10, min sm).  The sm is
+    an int (this sm or newer) or, for an arch-specific feature, the one arch string that has it
+    ('sm_90a': not sm_90, not sm_100a)."""
     out: dict[str, tuple[int, int]] = {}
     for d in OPS.values():
         for name, isa, sm in ((d.gate,) if d.gate else ()) + d.features:

@@ -23,7 +23,9 @@ Field by field (see the family modules - arith, bits, memory, warp, sync, tensor
     expanded_by             the pass that rewrites the op before the backend ("" = the backend
                             has a lowering for it)
     gate                    (feature, min PTX ISA x10, min sm) every use of the op needs; the
-                            emitter checks it before lowering
+                            emitter checks it before lowering.  The sm is an int (that sm or
+                            newer) or an arch string such as "sm_90a" for an arch-specific
+                            feature: exactly that arch has it (wgmma.py)
     features                further (feature, isa, sm) the lowering may need for some types
                             (`em.need(feature)`), e.g. f16 min/max
     ptx                     the PTX mnemonics (first dotted part) its lowering may emit: what a
