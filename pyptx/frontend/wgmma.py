@@ -17,6 +17,18 @@ from .values import is_const, make_const
 SWIZZLE_CODE = {0: 0, 128: 1, 64: 2, 32: 3}
 
 
+def _align_tile(cx, view, mode: int) -> None:
+    """A swizzle pattern is applied to the shared address itself and repeats every 8 * mode
+    bytes, so a static shared array read through a swizzled descriptor is aligned to that
+    (1024 bytes for 128B): its tile then starts where the pattern does, as the descriptor's
+    base offset 0 assumes.  (Dynamic shared memory: the kernel places its tiles itself.)"""
+    base = view.base
+    if mode and getattr(base, "op", None) == "addr":
+        for decl in cx.fn.shared:
+            if decl.name == base.attrs.get("symbol"):
+                decl.align = max(decl.align, 8 * mode)
+
+
 def _u64(cx, v, what: str):
     t = scalar_arg(cx, v, what)
     if not t.is_int or t.is_bool or isinstance(v, bool):
@@ -47,6 +59,7 @@ def _wgmma_desc(cx, smem, idx, swizzle, lbo, sbo):
     lbo = 16 if lbo is None else lbo
     sbo = 8 * mode if sbo is None else sbo
     memory.inner_contiguous(cx, view, "wgmma_desc()")
+    _align_tile(cx, view, mode)
     ptr = memory.element_ptr(cx, view, idx)
     addr = arith.emit(cx, "bitcast", [ptr], T.u64)
     word = _field(cx, addr, 0)

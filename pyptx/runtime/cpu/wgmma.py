@@ -1,0 +1,308 @@
+"""Hopper warpgroup MMA on the CPU executor: `wgmma.mma_async` (m64nNk16, f16/bf16 -> f32, A from
+a shared-memory descriptor or from registers, B from a descriptor), `wgmma.fence`,
+`wgmma.commit_group`, `wgmma.wait_group` (docs/hopper.md, "Warpgroup MMA").
+
+Layouts are the PTX ISA's.  A warpgroup is 4 consecutive warps, the first one's index within its
+block a multiple of 4; warp w of it owns rows 16w..16w+15 of the 64-row tile.  With g = lane >> 2
+and t = lane & 3:
+
+    D (64xN f32):   d{j} is D[16w + g + 8*((j >> 1) & 1), 8*(j >> 2) + 2t + (j & 1)]
+    A regs (64x16): a{k} holds A[16w + g + 8*(k & 1), 2t + 8*(k >> 1) + {0, 1}]
+
+A shared-memory operand is read through its matrix descriptor (start address, leading- and
+stride-dimension byte offsets, swizzle mode; bits in docs/hopper.md) in the ISA's canonical
+layouts, in 8-row x 16-byte core matrices; the swizzle is applied to the byte address itself by
+`swizzle.py` (the one definition shared with TMA), so a descriptor advanced inside a swizzle
+atom (start + 32 bytes for the next k16 slice) reads what the GPU reads.
+
+Arithmetic as `mma`: products of two f16/bf16 values are exact in float64, `c + p0 + ... + p15`
+(k ascending; c = 0 when scale-d is false) is summed in float64 and rounded once to f32.
+
+Asynchrony (docs/decisions.md, "wgmma on the CPU executor"): shared memory is read when the
+wgmma issues; its D registers are written when a `wgmma.wait_group` retires its group.  Until
+then they hold NaN, so a kernel that reads its accumulator before the wait reads NaN here (the
+GPU leaves that undefined).  A later wgmma whose C registers are a pending one's D registers
+(the chained `acc = wgmma(..., acc)` without a wait in between, which the ISA allows) reads the
+pending values.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...bfloat16 import from_bf16
+from ...errors import LaunchError
+from .memops import locate
+from .opkinds import WARPSYNC, Op, builds
+from .operands import reader, writer
+from .swizzle import swizzle
+
+_FULL = np.uint32(0xFFFFFFFF)
+_L128 = np.arange(128)
+_W, _G, _T = _L128 >> 5, (_L128 & 31) >> 2, _L128 & 3
+#: descriptor bits 62-63 -> swizzle size in bytes
+_MODES = {0: 0, 1: 128, 2: 64, 3: 32}
+
+
+# ---- warpgroups ---------------------------------------------------------------------------------
+
+def _warpgroups(st, sel, what: str, line: int) -> np.ndarray:
+    """The executing threads as a (warpgroups, 128) array; LaunchError unless each warpgroup is
+    complete, converged and starts at a warp index (within its block) that is a multiple of 4."""
+    t = st.tidx if sel is None else np.asarray(sel)
+    if t.size and t.size % 128 == 0:
+        tw = t.reshape(-1, 128)
+        first = st.tid_lin[tw[:, 0]]
+        if ((first & 127) == 0).all() and (st.tid_lin[tw] == first[:, None] + _L128).all() \
+                and (st.blk[tw] == st.blk[tw[:, :1]]).all():
+            return tw
+    raise LaunchError(f"CPU executor: {what} at PTX line {line} needs all 128 threads of a "
+                      f"warpgroup (4 consecutive warps starting at a warp index that is a "
+                      f"multiple of 4), converged (it is a .sync.aligned warpgroup "
+                      f"instruction); the block size must be a multiple of 128 and no thread "
+                      f"may have exited or branched away")
+
+
+class _Pending:
+    """Per-launch wgmma bookkeeping: groups committed so far per thread, whether a thread has
+    executed wgmma.fence, and the issued-but-unretired wgmmas in issue order.  Entry:
+    [threads (int64), group number per thread, {register name: column}, writers, values
+    (threads x registers, f32)]."""
+
+    def __init__(self, st):
+        self.heap = st.heap
+        self.committed = np.zeros(st.T, np.int64)
+        self.fenced = np.zeros(st.T, bool)
+        self.entries: list = []
+
+
+def _pending(st) -> _Pending:
+    q = st.__dict__.get("_wgmma")
+    if q is None or q.heap is not st.heap:           # a new launch on a reused state
+        q = st._wgmma = _Pending(st)
+    return q
+
+
+def _uniform(vals, tw, what: str, line: int) -> np.ndarray:
+    """One u64 per warpgroup (descriptors must be the same in all its threads)."""
+    v = np.broadcast_to(np.asarray(vals, np.uint64), (tw.size,)).reshape(tw.shape)
+    if (v != v[:, :1]).any():
+        raise LaunchError(f"CPU executor: wgmma at PTX line {line}: the {what} descriptor "
+                          f"differs between the threads of a warpgroup; every thread must "
+                          f"pass the same descriptor")
+    return v[:, 0]
+
+
+# ---- descriptors and canonical layouts ----------------------------------------------------------
+
+def decode_descriptor(desc: int) -> tuple[int, int, int, int]:
+    """u64 descriptor -> (start byte address, LBO bytes, SBO bytes, swizzle bytes)."""
+    d = int(desc)
+    return ((d & 0x3FFF) << 4, ((d >> 16) & 0x3FFF) << 4, ((d >> 32) & 0x3FFF) << 4,
+            _MODES[(d >> 62) & 3])
+
+
+def canonical_offsets(mn: int, mn_major: bool, lbo: int, sbo: int, mode: int) -> np.ndarray:
+    """(mn, 16) byte offsets (before the swizzle) of the 16-bit elements X[i, k] of an operand
+    with `mn` rows (M of A, N of B) and K = 16, in the ISA's canonical layout.
+
+    K-major (k contiguous), core matrix = 8 rows x 16 bytes:
+        none:   (i % 8)*16 + (k % 8)*2 + (i // 8)*SBO + (k // 8)*LBO
+        W-byte swizzle: (i % 8)*W + k*2 + (i // 8)*SBO          (LBO unused: K fits in a row)
+    MN-major (i contiguous):
+        none:   (i % 8)*2 + (i // 8)*SBO + (k % 8)*16 + (k // 8)*LBO
+        W-byte swizzle: (i % (W/2))*2 + (i // (W/2))*LBO + (k % 8)*W + (k // 8)*SBO
+    """
+    i = np.arange(mn)[:, None]
+    k = np.arange(16)[None, :]
+    if not mn_major:
+        if mode == 0:
+            return (i % 8) * 16 + (k % 8) * 2 + (i // 8) * sbo + (k // 8) * lbo
+        return (i % 8) * mode + k * 2 + (i // 8) * sbo
+    if mode == 0:
+        return (i % 8) * 2 + (i // 8) * sbo + (k % 8) * 16 + (k // 8) * lbo
+    per = mode // 2
+    return (i % per) * 2 + (i // per) * lbo + (k % 8) * mode + (k // 8) * sbo
+
+
+def _halves(raw: np.ndarray, kind: str) -> np.ndarray:
+    raw = np.asarray(raw, np.uint16)
+    if kind == "bf16":
+        return from_bf16(raw).astype(np.float64)
+    return raw.view(np.float16).astype(np.float64)
+
+
+def _read_operand(st, loc, row_thread: int, desc: int, mn: int, mn_major: bool, kind: str,
+                  line: int) -> np.ndarray:
+    """The (mn, 16) operand a descriptor names, as float64, from shared memory."""
+    start, lbo, sbo, mode = decode_descriptor(desc)
+    logical = start + canonical_offsets(mn, mn_major, lbo, sbo, mode)
+    addr = swizzle(logical.reshape(-1).astype(np.int64), mode)
+    sel = np.full(addr.shape, row_thread, np.int64)
+    views, idx = loc(st, sel, addr, 2)
+    return _halves(views[2][idx >> 1], kind).reshape(mn, 16)
+
+
+# ---- the instructions ---------------------------------------------------------------------------
+
+def _class(parts) -> tuple:
+    """Tensor-core op: 2*64*N*16 flops per warpgroup, counted as spread over its 128 threads."""
+    shape = next((p for p in parts if p.startswith("m64n")), "")
+    if not shape:
+        return "tensor", 0
+    n = int(shape[4:].partition("k")[0])
+    return "tensor", 2 * 64 * n * 16 // 128
+
+
+@builds("wgmma", kind=WARPSYNC, cls=_class)
+def build_wgmma(ctx, ins, parts):
+    if "fence" in parts:
+        return Op(_fence(ins.line), WARPSYNC, mask=lambda st, sel: _FULL)
+    if "commit_group" in parts:
+        return Op(_commit(ins.line), WARPSYNC, mask=lambda st, sel: _FULL)
+    if "wait_group" in parts:
+        if not ins.operands or ins.operands[0][0] != "imm":
+            ctx.error("wgmma.wait_group takes an immediate group count")
+        return Op(_wait(int(ins.operands[0][1][1]), ins.line), WARPSYNC,
+                  mask=lambda st, sel: _FULL)
+    return Op(_mma(ctx, ins, parts), WARPSYNC, mask=lambda st, sel: _FULL)
+
+
+def _fence(line):
+    def run(st, sel):
+        tw = _warpgroups(st, sel, "wgmma.fence", line)
+        _pending(st).fenced[tw.reshape(-1)] = True
+    return run
+
+
+def _commit(line):
+    def run(st, sel):
+        tw = _warpgroups(st, sel, "wgmma.commit_group", line)
+        _pending(st).committed[tw.reshape(-1)] += 1
+    return run
+
+
+def _wait(n: int, line: int):
+    def run(st, sel):
+        tw = _warpgroups(st, sel, "wgmma.wait_group", line)
+        q = _pending(st)
+        member = np.zeros(st.T, bool)
+        member[tw.reshape(-1)] = True
+        limit = q.committed - n          # groups numbered below this are retired
+        keep = []
+        for e in q.entries:
+            threads, grp, cols, writers, vals = e
+            due = member[threads] & (grp < limit[threads])
+            if due.any():
+                for w, c in zip(writers, range(vals.shape[1])):
+                    w(st, threads[due], vals[due, c])
+                if due.all():
+                    continue
+                e = [threads[~due], grp[~due], cols, writers, vals[~due]]
+            keep.append(e)
+        q.entries = keep
+    return run
+
+
+def _mma(ctx, ins, parts):
+    shape = next((p for p in parts if p.startswith("m64n") and p.endswith("k16")), None)
+    types = parts[-3:]
+    if parts[:4] != ["wgmma", "mma_async", "sync", "aligned"] or shape is None \
+            or types not in (["f32", "f16", "f16"], ["f32", "bf16", "bf16"]):
+        ctx.error("only wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}.{f16,bf16} is "
+                  "supported")
+    n = int(shape[4:-3])
+    if n % 8 or not 8 <= n <= 256:
+        ctx.error(f"wgmma m64nNk16 needs N = 8..256 in steps of 8, got {n}")
+    kind = types[1]
+    ops = ins.operands
+    dvec, a_op = ops[0], ops[1]
+    regs_a = a_op[0] == "vec"
+    imms = ops[4:]
+    if dvec[0] != "vec" or len(dvec[1]) != n // 2:
+        ctx.error(f"wgmma m64n{n}k16 needs {n // 2} f32 accumulator registers")
+    if any(o[0] != "imm" for o in imms) or len(imms) != (3 if regs_a else 4):
+        ctx.error("wgmma takes d, a, b-desc, scale-d, imm-scale-a, imm-scale-b"
+                  + ("" if regs_a else ", imm-trans-a") + ", imm-trans-b")
+    scale_a, scale_b = (int(o[1][1]) for o in imms[:2])
+    trans_a = 0 if regs_a else int(imms[2][1][1])
+    trans_b = int(imms[-1][1][1])
+    if scale_a not in (1, -1) or scale_b not in (1, -1) or trans_a not in (0, 1) \
+            or trans_b not in (0, 1):
+        ctx.error("wgmma: imm-scale-a/b must be 1 or -1, imm-trans-a/b 0 or 1")
+    names = dvec[1]
+    if None in names or len(set(names)) != len(names):
+        ctx.error("wgmma: the accumulator registers must be distinct registers")
+    c_read = [reader(ctx, ("reg", r), "f32") for r in names]
+    d_write = [writer(ctx, ("reg", r), "f32") for r in names]
+    if regs_a:
+        if len(a_op[1]) != 4:
+            ctx.error("wgmma with A in registers takes four .b32 A registers")
+        a_read = [reader(ctx, ("reg", r), "b32") for r in a_op[1]]
+    else:
+        a_read = reader(ctx, a_op, "u64")
+    b_read = reader(ctx, ops[2], "u64")
+    p_read = reader(ctx, ops[3], "pred")
+    loc = locate(ctx, "shared")
+    line = ins.line
+    sign = float(scale_a * scale_b)
+    nreg = n // 2
+    j = np.arange(nreg)
+    # D fragment: (128 threads, N/2 registers) -> (row, col) of the 64xN tile
+    d_row = (16 * _W + _G)[:, None] + 8 * ((j >> 1) & 1)[None, :]
+    d_col = (2 * _T)[:, None] + (8 * (j >> 2) + (j & 1))[None, :]
+
+    def run(st, sel):
+        tw = _warpgroups(st, sel, "wgmma.mma_async", line)
+        q = _pending(st)
+        flat = tw.reshape(-1)
+        if not q.fenced[flat].all():
+            raise LaunchError(f"CPU executor: wgmma.mma_async at PTX line {line} runs before "
+                              f"any wgmma.fence of its warpgroup; the ISA requires a "
+                              f"wgmma.fence before the first wgmma (pyptx.wgmma_fence())")
+        ng = tw.shape[0]
+        bdesc = _uniform(b_read(st, sel), tw, "B", line)
+        if regs_a:
+            A = np.empty((ng, 64, 16))
+            for k in range(4):
+                w = np.broadcast_to(np.asarray(a_read[k](st, sel), np.uint32),
+                                    (flat.size,)).reshape(ng, 128)
+                lo = _halves((w & 0xFFFF).astype(np.uint16), kind)
+                hi = _halves((w >> 16).astype(np.uint16), kind)
+                r, c = 16 * _W + _G + 8 * (k & 1), 2 * _T + 8 * (k >> 1)
+                A[:, r, c], A[:, r, c + 1] = lo, hi
+        else:
+            adesc = _uniform(a_read(st, sel), tw, "A", line)
+            A = np.stack([_read_operand(st, loc, int(tw[g, 0]), adesc[g], 64, bool(trans_a),
+                                        kind, line) for g in range(ng)])
+        B = np.stack([_read_operand(st, loc, int(tw[g, 0]), bdesc[g], n, bool(trans_b),
+                                    kind, line) for g in range(ng)])       # (ng, N, 16)
+        # C: a pending wgmma's D where these registers are still in flight, else the register
+        C = np.empty((flat.size, nreg))
+        for c, rd in enumerate(c_read):
+            C[:, c] = np.broadcast_to(rd(st, sel), (flat.size,))
+        pos = np.full(st.T, -1, np.int64)
+        for e in q.entries:
+            threads, _, cols, _, vals = e
+            pos[threads] = np.arange(threads.size)
+            at = pos[flat]
+            have = at >= 0
+            if have.any():
+                for c, r in enumerate(names):
+                    k = cols.get(r)
+                    if k is not None:
+                        C[have, c] = vals[at[have], k]
+            pos[threads] = -1
+        scale = np.broadcast_to(np.asarray(p_read(st, sel), bool), (flat.size,))
+        C = np.where(scale[:, None], C, 0.0).reshape(ng, 128, nreg)
+        acc = np.zeros((ng, 64, n))
+        with np.errstate(all="ignore"):
+            acc[:, d_row, d_col] = C
+            for kk in range(16):
+                acc = acc + sign * (A[:, :, kk, None] * B[:, None, :, kk])
+            D = acc.astype(np.float32)[:, d_row, d_col].reshape(flat.size, nreg)
+        q.entries.append([flat.copy(), q.committed[flat].copy(),
+                          {r: c for c, r in enumerate(names)}, d_write, D])
+        nan = np.float32(np.nan)
+        for w in d_write:                  # undefined until the wait: NaN here
+            w(st, sel, nan)
+    return run
