@@ -153,6 +153,14 @@ def launch_arch() -> str | None:
     return profile.current_arch()
 
 
+def hopper_launch() -> bool:
+    """Does a launch from here run on a GPU the sm_90a kernel runs on (compute capability 9.0)?
+    `gemm(variant="tensor_core")` picks this kernel then."""
+    from pyptx.target import runs_on
+    arch = launch_arch()
+    return arch is not None and runs_on(gemm_wgmma_kernel.arch, arch)
+
+
 def gemm_wgmma_bits(a, b, bf: bool, c, stages: int | None = None):
     """C = A @ B (float32, into `c`) for C-contiguous uint16 arrays of f16/bf16 bit patterns
     (numpy or DeviceArrays) whose tensor maps can be made (`tma_ok`); `stages`: the ring depth
@@ -184,6 +192,11 @@ def gemm_wgmma(a, b, out=None):
     if a16.shape[1] != b16.shape[0]:
         raise ValueError(f"gemm: b must have {a16.shape[1]} rows (a's columns), got shape "
                          f"{tuple(b16.shape)}")
+    arch = launch_arch()
+    if arch is not None and not hopper_launch():
+        raise ValueError(f"gemm: variant='wgmma' runs on compute capability 9.0 GPUs (sm_90a) "
+                         f"and on the CPU executor, not on this GPU ({arch}); use "
+                         f"variant='tensor_core'")
     c = result("gemm", out, (a16.shape[0], b16.shape[1]), np.float32, a)
     if a16.shape[1] == 0 or not (tma_ok(a16) and tma_ok(b16)):
         return gemm_tc_bits(a16, b16, abf, c)
