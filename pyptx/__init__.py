@@ -14,6 +14,7 @@ from .kernel import DeviceFunction, Kernel, func, kernel  # noqa: F401
 from .types import (ArrayType, bool_, constexpr, f16, f32, f64, i8, i16, i32,  # noqa: F401
                     i64, u8, u16, u32, u64, c64)
 from .types import bf16  # noqa: F401
+from .types import tensormap  # noqa: F401
 
 __version__ = "0.1.0"
 
@@ -44,6 +45,7 @@ _LAZY = {
     "sanitize": "pyptx.runtime.checking",
     "profile": "pyptx.runtime.checking",
     "SanitizerError": "pyptx.errors",
+    "TensorMap": "pyptx.runtime.tensormap",
     "void": "pyptx.cuda",  # Numba's `void(float32[:], int32)` signature maker (not in __all__)
 }
 
@@ -51,7 +53,7 @@ _LAZY = {
 _EAGER = ["CacheWarning", "CompileError", "DeviceError", "DeviceWarning", "LaunchError", "MemoryFault", "PyptxError",
           "ToolchainError", "DeviceFunction", "Kernel", "func", "kernel", "ArrayType", "bool_",
           "constexpr", "f16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bf16",
-          "c64"]
+          "c64", "tensormap"]
 
 
 def __getattr__(name: str):

@@ -138,7 +138,7 @@ def _value_key(v, attrs: tuple, seen: dict, depth: int):
         return ("kernel", v.name, v.callable_from_kernels,
                 tuple((k, _value_key(a, attrs, seen, depth + 1)) for k, a in ann.items()),
                 _function_key(f, seen, depth + 1))
-    if isinstance(v, (T.ScalarType, T.ArrayType)) or v is T.constexpr or \
+    if isinstance(v, (T.ScalarType, T.ArrayType)) or v is T.constexpr or v is T.tensormap or \
             _is_pyptx(t.__module__):
         return ("pyptx", t.__qualname__, repr(v))
     if isinstance(v, (type, pytypes.FunctionType, pytypes.BuiltinFunctionType)):

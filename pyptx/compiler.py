@@ -151,7 +151,8 @@ def resolve_param_types(py_func, signature=None, arg_types: dict | None = None) 
         if t is None:
             raise CompileError(f"parameter '{n}' has no type: annotate it (e.g. {n}: f32[:] or "
                                f"{n}: i32) or pass signature=", **_where(py_func))
-        if not isinstance(t, (T.ScalarType, T.ArrayType)) and t is not T.constexpr:
+        if not isinstance(t, (T.ScalarType, T.ArrayType)) and t is not T.constexpr \
+                and t is not T.tensormap:
             raise CompileError(f"parameter '{n}' is annotated {annotation_text(t)}, which is "
                                f"not a pyptx type; "
                                f"write f32, i32, f32[:], pyptx.constexpr ...", **_where(py_func))

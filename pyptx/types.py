@@ -211,6 +211,17 @@ class _Constexpr:
 constexpr = _Constexpr()
 
 
+class _TensorMapParam:
+    """Annotation marker: `tmap: pyptx.tensormap` is a TMA tensor map parameter (a
+    `pyptx.TensorMap` argument, passed by value as PTX `.param .align 64 .b8 tmap[128]`)."""
+
+    def __repr__(self) -> str:
+        return "tensormap"
+
+
+tensormap = _TensorMapParam()
+
+
 # --- promotion ---------------------------------------------------------------------------------
 
 def promote(a: ScalarType, b: ScalarType) -> ScalarType:

@@ -117,8 +117,14 @@ def gemm_wgmma_kernel(c: f32[:, :], amap: pyptx.tensormap, bmap: pyptx.tensormap
                                       sbo=ROW_GROUP)
                 acc = pyptx.wgmma(ad, bd, acc, atype="bf16" if BF else "f16", trans_b=True)
             pyptx.wgmma_commit()
-            pyptx.wgmma_wait(0)
-            pyptx.mbarrier_arrive(bars, STAGES + s)
+            if STAGES == 1:               # the producer waits for this very stage: retire now
+                pyptx.wgmma_wait(0)
+                pyptx.mbarrier_arrive(bars, STAGES + s)
+            else:                         # keep this step's group in flight, retire the last
+                pyptx.wgmma_wait(1)
+                if t > 0:
+                    pyptx.mbarrier_arrive(bars, STAGES + (t - 1) % STAGES)
+        pyptx.wgmma_wait(0)
         lane = tid & 31
         row = m0 + wg * 64 + (warp & 3) * 16 + (lane >> 2)
         col = n0 + (lane & 3) * 2

@@ -15,6 +15,7 @@ from . import (constmem, intrinsics, mathfns, mathfns_numba, parity,  # noqa: F4
 from .calls import ReturnSite  # noqa: F401
 from .lowering import Lowerer, Scope
 from .memory import array_param
+from .tma import TensorMapRef
 from .signature import ArgSpec
 from .source import get_source
 
@@ -77,6 +78,10 @@ def _walk(py_func, src, param_types, constexprs, name, declared, fastmath=False)
             elif isinstance(t, T.ArrayType):
                 view = scope.objvars[pname] = array_param(pname, t, fn.params)
                 shapes |= {s.name for s in view.shape}      # >= 0: passes/ranges.py uses it
+            elif t is T.tensormap:
+                p = Param(pname, T.PtrType("param", T.u8), len(fn.params))
+                fn.params.append(p)
+                scope.objvars[pname] = TensorMapRef(pname, p)
             elif t is T.c64:
                 raise src.error(src.fn_node, f"parameter '{pname}': complex scalars cannot be "
                                              f"kernel parameters; pass the real and imaginary "
@@ -138,6 +143,8 @@ def _finish(cx, src, param_types) -> Function:
                                      t.layout != "C"))
         elif isinstance(t, T.ScalarType):
             signature.append(ArgSpec(pname, "scalar", t, 0, False))
+        elif t is T.tensormap:
+            signature.append(ArgSpec(pname, "tensormap", T.u8, 0, False))
     fn.attrs.update(source_file=src.filename, first_line=src.first_line, source_lines=lines,
                     written_params=set(cx.written), uses_printf=cx.uses_printf,
                     signature=signature)

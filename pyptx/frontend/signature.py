@@ -15,7 +15,7 @@ from ..types import ScalarType
 @dataclass(frozen=True)
 class ArgSpec:
     name: str
-    kind: str                  # 'array' | 'scalar'
+    kind: str                  # 'array' | 'scalar' | 'tensormap'
     dtype: ScalarType
     ndim: int = 0
     writable: bool = False

@@ -11,12 +11,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..ir.core import Function
-from ..types import PtrType
 from . import lower_compute, lower_memory, lower_sync  # noqa: F401  (register the lowerings)
 from . import lower_vector  # noqa: F401
 from . import lower_tensorcore  # noqa: F401
-from . import lower_wgmma  # noqa: F401
-from .emitter import EMITTER_MNEMONICS, LOWERINGS, FunctionEmitter
+from . import lower_tma, lower_wgmma  # noqa: F401
+from .emitter import EMITTER_MNEMONICS, LOWERINGS, FunctionEmitter, param_ptx_type
 from .tables import format_version, suffixes
 
 __all__ = ["KernelParam", "PtxModule", "emit", "LOWERINGS", "ptx_mnemonics"]
@@ -51,6 +50,6 @@ def emit(fn: Function, arch: str, *, line_comments: bool = True) -> PtxModule:
     """Translate one kernel `fn` to a PTX module for `arch` (e.g. 'sm_80')."""
     em = FunctionEmitter(fn, arch, line_comments)
     em.run()
-    params = [KernelParam(name, "u64" if isinstance(p.type, PtrType) else suffixes(p.type).param)
+    params = [KernelParam(name, param_ptx_type(p.type))
               for p, name in zip(fn.params, em.param_names)]
     return PtxModule(em.module_text(), format_version(em.isa), params, em.entry_name)

@@ -44,6 +44,28 @@ def lowers(*ops):
     return deco
 
 
+#: a tensor-map parameter (`pyptx.tensormap`, IR type ptr.param<u8>): 128 bytes, 64-aligned
+TENSOR_MAP_DECL, TENSOR_MAP_DIMS = ".align 64 .b8", "[128]"
+
+
+def _is_tmap(t) -> bool:
+    return isinstance(t, PtrType) and t.space == "param"
+
+
+def param_decl(t) -> str:
+    """The `.param` type of an entry parameter of IR type t."""
+    if _is_tmap(t):
+        return TENSOR_MAP_DECL
+    return ".u64" if isinstance(t, PtrType) else f".{tb.suffixes(t).param}"
+
+
+def param_ptx_type(t) -> str:
+    """The parameter's PTX type as `KernelParam.ptx_type` names it ('u64', 's32', 'b8[128]')."""
+    if _is_tmap(t):
+        return "b8" + TENSOR_MAP_DIMS
+    return "u64" if isinstance(t, PtrType) else tb.suffixes(t).param
+
+
 class FunctionEmitter:
     """State of one `emit` call.  Lowerings append finished lines to `self.out`."""
 
@@ -127,8 +149,10 @@ class FunctionEmitter:
                                  f"for {self.arch}); compile with arch='{sm}' (its PTX runs "
                                  f"only on that GPU family)", what)
         elif sm > self.sm:
-            raise self.error(f"{feature} needs sm_{sm} or newer (compiling for {self.arch}); "
+            err = self.error(f"{feature} needs sm_{sm} or newer (compiling for {self.arch}); "
                              f"compile with arch='sm_{sm}' or newer", what)
+            err.needs_arch = f"sm_{sm}"     # the CPU executor's launcher retries with it
+            raise err
         if isa > self.isa:
             self.isa = isa
 
@@ -182,7 +206,11 @@ class FunctionEmitter:
     def _load_params(self) -> None:
         for p, name in zip(self.fn.params, self.param_names):
             t = p.type
-            if isinstance(t, PtrType):
+            if isinstance(t, PtrType) and t.space == "param":     # a tensor map (lower_tma)
+                raw = self.new_reg("%rd")
+                self.i(f"mov.u64 {raw}, {name}")
+                self.i(f"cvta.param.u64 {self.reg(p)}, {raw}")
+            elif isinstance(t, PtrType):
                 raw = self.new_reg("%rd")
                 self.i(f"ld.param.u64 {raw}, [{name}]")
                 self.i(f"cvta.to.global.u64 {self.reg(p)}, {raw}")
@@ -266,8 +294,8 @@ class FunctionEmitter:
             head.append(".extern .shared .align 16 .b8 __dynamic_shared[];")
         if head[-1]:
             head.append("")
-        params = [f"\t.param .{tb.suffixes(p.type).param if not isinstance(p.type, PtrType) else 'u64'}"
-                  f" {name}" for p, name in zip(fn.params, self.param_names)]
+        params = [f"\t.param {param_decl(p.type)} {name}{TENSOR_MAP_DIMS if _is_tmap(p.type) else ''}"
+                  for p, name in zip(fn.params, self.param_names)]
         head.append(f".visible .entry {self.entry_name}(")
         head.append(",\n".join(params))
         head.append(")")

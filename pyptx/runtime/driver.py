@@ -731,6 +731,7 @@ _STRUCT_CODE = {
     "u32": "I", "s32": "i", "b32": "I", "f32": "f",
     "u16": "H", "s16": "h", "b16": "H", "f16": "e",
     "u8": "B", "s8": "b", "b8": "B", "pred": "B",
+    "b8[128]": "128s",        # a tensor map (pyptx.tensormap), by value
 }
 
 
@@ -752,7 +753,8 @@ class ParamPacker:
             if code is None:
                 raise DeviceError(f"cannot pass a .param of type .{p.ptx_type} ('{p.name}')")
             size = struct.calcsize(code)
-            pad = (-off) % size
+            align = 64 if p.ptx_type == "b8[128]" else size     # a tensor map: .align 64
+            pad = (-off) % align
             fmt.append("x" * pad + code)
             off += pad
             offsets.append(off)

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import types as T
 from ..target import runs_on
-from ..errors import DeviceError, LaunchError
+from ..errors import CompileError, DeviceError, LaunchError
 from . import checking, profile
 from .envvars import env_reader
 from .device_array import DeviceArray
@@ -385,8 +385,17 @@ class _Binder:
                                   f"this GPU ({arch}); launch it on a GPU {pinned} runs on, or "
                                   f"on the CPU executor (PYPTX_DEVICE=cpu)")
             arch = pinned
-        ck = compiler.compile_kernel(self.kernel, arch=arch, constexprs=cx or None,
-                                     arg_types=inferred or None)
+        try:
+            ck = compiler.compile_kernel(self.kernel, arch=arch, constexprs=cx or None,
+                                         arg_types=inferred or None)
+        except CompileError as e:
+            # the CPU executor runs any arch's PTX: a kernel using newer instructions (sm_90's
+            # mbarrier/TMA) is compiled for the arch they need (CompileError.needs_arch)
+            need = getattr(e, "needs_arch", None)
+            if dev != "cpu" or need is None:
+                raise
+            ck = compiler.compile_kernel(self.kernel, arch=need, constexprs=cx or None,
+                                         arg_types=inferred or None)
         return _Plan(ck, dev, [i for i in range(self.nargs) if i not in self.constexpr_pos],
                      self.names, self.kernel.name)
 
@@ -442,6 +451,10 @@ def _infer_type(name, v):
         return T.ArrayType(_scalar_of(name, v.dtype), v.ndim)
     if isinstance(v, np.generic):
         return _scalar_of(name, v.dtype)
+    if type(v).__name__ == "TensorMap":
+        from .tensormap import TensorMap
+        if isinstance(v, TensorMap):
+            return T.tensormap
     if isinstance(v, (bool, int, float)):
         if isinstance(v, int) and not isinstance(v, bool) and not -2**63 <= v < 2**63:
             raise LaunchError(f"argument '{name}': {v} does not fit in 64 bits")
@@ -524,6 +537,8 @@ def _gpu_array_arg():
 
 
 def _checker(spec, dev, array_arg, kname, ordinal=None):
+    if spec.kind == "tensormap":
+        return _tensormap_checker(spec.name, dev, kname)
     if spec.kind == "array":
         return _array_checker(spec, dev, array_arg, kname, ordinal)
     t = spec.dtype
@@ -532,6 +547,35 @@ def _checker(spec, dev, array_arg, kname, ordinal=None):
     if t.is_int:
         return _int_checker(spec.name, t, kname)
     return _float_checker(spec.name, t, kname)
+
+
+def _tensormap_checker(name, dev, kname):
+    """A `pyptx.tensormap` parameter: a TensorMap, flattened to itself on the CPU (the
+    executor's launcher encodes it once its array has a heap address) and to the driver's 128
+    bytes on a GPU."""
+    from .tensormap import TensorMap
+
+    def check(a, out):
+        if not isinstance(a, TensorMap):
+            raise LaunchError(f"{kname}(): argument '{name}' must be a pyptx.TensorMap (the "
+                              f"parameter is a pyptx.tensormap), got {type(a).__name__} "
+                              f"{_short(a)}")
+        if isinstance(a.array, DeviceArray) and a.array._freed:
+            raise LaunchError(f"{kname}(): argument '{name}' is a TensorMap of a DeviceArray "
+                              f"that was freed")
+        if dev == "cpu":
+            if isinstance(a.array, DeviceArray) and a.array._host is None:
+                raise LaunchError(f"{kname}(): argument '{name}' is a TensorMap of a GPU "
+                                  f"DeviceArray, but the launch runs on the CPU executor; make "
+                                  f"it of a numpy array")
+            out.append(a)
+            return
+        if not isinstance(a.array, DeviceArray) or a.array._host is not None:
+            raise LaunchError(f"{kname}(): argument '{name}' is a TensorMap of a numpy array, "
+                              f"but the launch runs on a GPU; make it of a DeviceArray: "
+                              f"pyptx.TensorMap(pyptx.to_device(x), box)")
+        out.append(a.gpu_bytes())
+    return check
 
 
 def _bfloat16_dtype():

@@ -16,14 +16,14 @@ covers signed and unsigned, bool is the 1-bit predicate type `bool_`.  Attribute
 """
 from __future__ import annotations
 
-from . import arith, bits, control, memory, sync, tensorcore, warp, wgmma
+from . import arith, bits, control, hopper_async, memory, sync, tensorcore, warp, wgmma
 from .arith import APPROX_FNS, CMP_PREDICATES
 from .control import SREGS
 from .memory import ATOMIC_KINDS, VECTOR_LANES
 from .record import OpDef
 from .warp import SHFL_MODES
 
-FAMILIES = (arith, bits, memory, warp, sync, tensorcore, wgmma, control)
+FAMILIES = (arith, bits, memory, warp, sync, tensorcore, wgmma, control, hopper_async)
 
 OPS: dict[str, OpDef] = {}
 for _family in FAMILIES:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 # the builder modules register themselves on import (opkinds.builds)
-from . import control, memops, printf, scalar, tensorcore, warp, wgmma  # noqa: F401
+from . import control, mbarrier, memops, printf, scalar, tensorcore, warp, wgmma  # noqa: F401
 from .instrument import instrument_op
 from .opkinds import BUILDERS, KIND_NAMES, Op
 from .operands import Ctx

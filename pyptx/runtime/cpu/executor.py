@@ -5,14 +5,17 @@ them (sel None, or the fixed array of not-exited lanes) with no masking work at 
 *Divergent*: per-thread pcs in `key`; each step runs the instruction at the minimum pc for
 exactly the lanes there, and the scheduler drops back to uniform as soon as they reconverge.
 `bar.sync` parks lanes until their whole block has arrived; a block that can never complete
-its barrier is a LaunchError.
+its barrier is a LaunchError.  `mbarrier.try_wait` (MBARWAIT) parks the lanes whose phase has
+not completed; they are polled again whenever no other lane can run (`_poll_mbarriers`), so a
+consumer spinning on an mbarrier lets the producer that completes it run, and a wait that no
+thread can ever complete is a LaunchError too.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...errors import LaunchError, MemoryFault
-from .opkinds import BARRIER, BRANCH, EXIT, NORMAL, WARPSYNC
+from .opkinds import BARRIER, BRANCH, EXIT, MBARWAIT, NORMAL, WARPSYNC
 from .memory import Fault, RowSpace
 from .operands import DTYPES, storage_dtype
 from .progress import BEAT
@@ -188,6 +191,10 @@ def run(st: State):
                         base = st.tidx if live is None else live
                         live = np.setdiff1d(base, sel, assume_unique=True)
                     pc += 1
+                elif kind == MBARWAIT:
+                    if partial or not op.run(st, sel).all():
+                        break                      # some lanes must wait: the divergent loop
+                    pc += 1
                 elif kind == BARRIER:
                     if partial and sel.size:
                         break
@@ -221,6 +228,11 @@ def _divergent(st, ops, key):
     while True:
         m = key.min()
         if m >= WAITING:
+            if n_wait:
+                released = _poll_mbarriers(st, ops, key, barpc)
+                if released:
+                    n_wait -= released
+                    continue
             if n_wait and _force_warp_sync(st, ops, key, barpc):
                 n_wait = int((key == WAITING).sum())
                 continue
@@ -264,6 +276,14 @@ def _divergent(st, ops, key):
                 key[sel] = m + 1
                 key[act] = EXITED
                 n_exited += act.size
+            elif kind == MBARWAIT:
+                key[sel] = m + 1
+                if act.size:
+                    wait = act[~op.run(st, act)]
+                    if wait.size:
+                        key[wait] = WAITING
+                        barpc[wait] = m
+                        n_wait += wait.size
             else:
                 key[sel] = m + 1
                 if act.size:
@@ -323,6 +343,22 @@ def _force_warp_sync(st, ops, key, barpc) -> bool:
     return False
 
 
+def _poll_mbarriers(st, ops, key, barpc) -> int:
+    """Nothing else can run: poll the lanes parked at mbarrier.try_wait again (in-flight
+    copies land on the barriers they poll); returns how many saw their phase complete."""
+    waiting = np.flatnonzero(key == WAITING)
+    released = 0
+    for pc in np.unique(barpc[waiting]).tolist():
+        op = ops[pc]
+        if op.kind != MBARWAIT:
+            continue
+        lanes = waiting[barpc[waiting] == pc]
+        done = lanes[op.run(st, lanes)]
+        key[done] = pc + 1
+        released += done.size
+    return released
+
+
 def _check_uniform_barrier(st, live, op):
     """All live lanes are at this barrier; blocks with some exited lanes can never finish."""
     alive = np.bincount(st.blk[live], minlength=st.nb)
@@ -339,6 +375,14 @@ def _check_uniform_barrier(st, live, op):
 
 def _deadlock(st, key, barpc, ops):
     waiting = key == WAITING
+    lanes = np.flatnonzero(waiting)
+    at_mbar = np.array([ops[int(p)].kind == MBARWAIT for p in barpc[lanes]], bool)
+    if at_mbar.any():
+        from .mbarrier import describe_waiters
+        raise LaunchError(f"mbarrier deadlock in kernel '{st.code.name}': "
+                          + describe_waiters(st, ops, lanes[at_mbar], barpc[lanes[at_mbar]])
+                          + (f"; {int((~at_mbar).sum())} other thread(s) wait at bar.sync"
+                             if (~at_mbar).any() else ""))
     b = int(st.blk[np.flatnonzero(waiting)[0]])
     inb = st.blk == b
     arrived = int((waiting & inb).sum())

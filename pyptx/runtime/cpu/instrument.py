@@ -52,8 +52,9 @@ def instrument_op(ctx, op, cls: str, flops: int) -> None:
         inner, sync = op.run, op.kind == WARPSYNC
 
         def run(st, sel):
-            inner(st, sel)
+            r = inner(st, sel)         # MBARWAIT: which lanes saw their phase complete
             st.monitor.executed(st, sel, cls, flops, sync)
+            return r
         op.run = run
     else:
         kind = op.kind

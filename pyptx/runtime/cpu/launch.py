@@ -60,9 +60,16 @@ def launch(ptx_text: str, entry: str, grid, block, args, shared_mem: int = 0, ch
         raise LaunchError(f"kernel '{entry}' takes {len(code.params)} parameters, "
                           f"got {len(args)} arguments")
     arrays, params = [], {}
-    arg_index = {}
+    arg_index, tmaps = {}, {}
     for (name, typ), a in zip(code.params, args):
-        if isinstance(a, ArrayArg):
+        if typ.endswith("]"):        # a by-value tensor map (tma.py): its array joins the heap
+            if not hasattr(a, "encode_at"):
+                raise LaunchError(f"parameter '{name}' (.{typ}) is a tensor map; pass a "
+                                  f"pyptx.TensorMap, got {type(a).__name__}")
+            arg_index[name] = len(arrays)
+            arrays.append((name, np.asarray(a.host_array())))
+            tmaps[name] = a
+        elif isinstance(a, ArrayArg):
             if typ not in ("u64", "b64", "s64"):
                 raise LaunchError(f"parameter '{name}' is .{typ}, not a pointer")
             arg_index[name] = len(arrays)
@@ -71,7 +78,16 @@ def launch(ptx_text: str, entry: str, grid, block, args, shared_mem: int = 0, ch
             params[name] = _scalar(a, typ, name)
     heap = GlobalHeap(arrays, code.global_vars)
     for name, k in arg_index.items():
-        params[name] = np.uint64(heap.arg_addr[k])
+        if name in tmaps:
+            addr = heap.arg_addr[k]
+            if addr % 16:
+                raise LaunchError(f"parameter '{name}': the tensor map's array starts at a "
+                                  f"global address that is not 16-byte aligned (it shares "
+                                  f"memory with another argument at an odd offset); pass a "
+                                  f"copy of the array")
+            params[name] = np.frombuffer(tmaps[name].encode_at(addr), np.uint8)
+        else:
+            params[name] = np.uint64(heap.arg_addr[k])
     tpb = block[0] * block[1] * block[2]
     n_blocks = grid[0] * grid[1] * grid[2]
     bpb = batch_blocks(code, tpb, n_blocks, shared_mem)

@@ -13,6 +13,8 @@ import numpy as np
 GLOBAL_BASE = 0x10_0000_0000     # above 4 GiB, so 32-bit address truncation faults
 SHARED_WINDOW = 0x01_0000_0000   # generic addresses of shared memory (cvta.shared)
 LOCAL_WINDOW = 0x02_0000_0000    # generic addresses of local memory (cvta.local)
+PARAM_WINDOW = 0x0F_0000_0000    # addresses of by-value byte-array parameters (tensor maps)
+PARAM_SLOT = 256                 # ... one slot per parameter: PARAM_WINDOW + PARAM_SLOT * index
 _GAP = 512
 
 

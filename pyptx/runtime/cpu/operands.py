@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import LaunchError
+from .memory import PARAM_SLOT, PARAM_WINDOW
 
 DTYPES = {
     "pred": np.dtype(np.bool_),
@@ -160,9 +161,19 @@ def symbol_reader(ctx: Ctx, name: str, dt):
         return lambda st, sel: c
     if name in ctx.global_syms:
         return lambda st, sel: dt.type(st.heap.symbols[name])
+    if name in ctx.params and ctx.params[name].endswith("]"):
+        c = dt.type(param_address(ctx, name))      # a tensor map: its address (cpu/tma.py)
+        return lambda st, sel: c
     if name in ctx.params:
         ctx.error(f"kernel parameter {name} used as a value (use ld.param)")
     ctx.error(f"unknown symbol {name}")
+
+
+def param_address(ctx: Ctx, name: str) -> int:
+    """The address `mov.u64 %rd, name` gives a by-value byte-array parameter (a tensor map):
+    a slot of PARAM_WINDOW (cvta.param keeps it), decoded back to the name by cpu/tma.py."""
+    k = [n for n, _ in ctx.entry.params].index(name)
+    return PARAM_WINDOW + PARAM_SLOT * k
 
 
 def writer(ctx: Ctx, op, ptx_type: str):

@@ -19,9 +19,12 @@ from typing import Callable, NamedTuple
 # WARPSYNC (shfl.sync, vote.sync, match.sync, bar.warp.sync) is "NORMAL" when the warp is
 # converged; when it is not, lanes wait until every not-exited lane of the member mask has
 # arrived.  The scheduler relies on the order: kind <= NORMAL runs inline.
-WARPSYNC, NORMAL, BRANCH, EXIT, BARRIER = -1, 0, 1, 2, 3
+# MBARWAIT (mbarrier.try_wait): `run(st, sel)` returns which lanes saw their phase complete;
+# the scheduler parks the others until nothing else can run, then polls them again
+# (mbarrier.py), so a thread spinning on an mbarrier lets the threads that complete it run.
+WARPSYNC, NORMAL, BRANCH, EXIT, BARRIER, MBARWAIT = -1, 0, 1, 2, 3, 4
 KIND_NAMES = {WARPSYNC: "WARPSYNC", NORMAL: "NORMAL", BRANCH: "BRANCH", EXIT: "EXIT",
-              BARRIER: "BARRIER"}
+              BARRIER: "BARRIER", MBARWAIT: "MBARWAIT"}
 
 
 class Op:

@@ -124,6 +124,8 @@ def _operand(tree):
     if kind == "vec":
         return ("vec", [None if getattr(c, "type", None) == "SINK" else str(c.children[0])
                         for c in ch])
+    if kind == "tensor_mem":
+        return ("tensor_mem", str(ch[0]), _operand(ch[1])[1])
     if kind == "plist":
         return ("plist", [_operand(c) for c in ch if c is not None])
     raise LaunchError(f"unsupported PTX operand {kind}")
@@ -170,6 +172,13 @@ def _entry(tree, py_lines, notes) -> Entry:
             continue
         typ = [c for c in p.children if getattr(c, "type", None) == "TYPE"][0]
         ident = [c for c in p.children if getattr(c, "type", None) == "IDENT"][0]
+        dims = [c for c in p.children if getattr(c, "data", None) == "dims"]
+        if dims:      # a by-value byte array (a tensor map): 'b8[128]'
+            count = 1
+            for d in dims[0].children:
+                count *= parse_int(d) if d is not None else 0
+            params.append((str(ident), f"{str(typ)[1:]}[{count}]"))
+            continue
         params.append((str(ident), str(typ)[1:]))
     entry = Entry(str(name), params, {}, [], [], tree.meta.line)
     _body(entry, tree.children[3:], py_lines, notes)
