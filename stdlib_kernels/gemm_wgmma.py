@@ -138,18 +138,16 @@ def tma_ok(x) -> bool:
     16-byte aligned start (the driver's cuTensorMapEncodeTiled rules)."""
     if x.shape[1] % 8:
         return False
-    ptr = x.ptr if V.is_device(x) else x.ctypes.data
+    if V.is_device(x):      # the CPU executor's DeviceArrays keep a host copy (same offsets)
+        ptr = x.device_pointer if x._host is None else x._host.ctypes.data
+    else:
+        ptr = x.ctypes.data
     return ptr % 16 == 0
 
 
-def stages_for_launch() -> int:
-    """The ring depth of a launch from here: GPU_STAGES on a GPU, CPU_STAGES on the CPU executor
-    (PYPTX_DEVICE=cpu or no GPU, a CPU-only scope, pyptx.sanitize / pyptx.profile checking)."""
-    return CPU_STAGES if launch_arch() is None else GPU_STAGES
-
-
 def launch_arch() -> str | None:
-    """The arch of the GPU a launch from here runs on, or None when it runs on the CPU executor."""
+    """The arch of the GPU a launch from here runs on, or None when it runs on the CPU executor
+    (PYPTX_DEVICE=cpu or no GPU, a CPU-only scope, pyptx.sanitize)."""
     from pyptx.runtime import checking, launch, profile
     chk = checking.current()
     if (chk is not None and chk.sanitizing) or launch._scope.__dict__.get("cpu"):
@@ -170,12 +168,16 @@ def hopper_launch() -> bool:
 def gemm_wgmma_bits(a, b, bf: bool, c, stages: int | None = None):
     """C = A @ B (float32, into `c`) for C-contiguous uint16 arrays of f16/bf16 bit patterns
     (numpy or DeviceArrays) whose tensor maps can be made (`tma_ok`); `stages`: the ring depth
-    (default: `stages_for_launch()`)."""
+    (default: GPU_STAGES on a GPU, CPU_STAGES on the CPU executor)."""
     m, k = a.shape
     n = b.shape[1]
     if m == 0 or n == 0:
         return c
-    st = stages_for_launch() if stages is None else stages
+    gpu = launch_arch() is not None
+    st = (GPU_STAGES if gpu else CPU_STAGES) if stages is None else stages
+    if gpu:       # a tensor map for a GPU launch describes device memory: host inputs go there
+        a = a if V.is_device(a) else pyptx.to_device(a)
+        b = b if V.is_device(b) else pyptx.to_device(b)
     amap = pyptx.TensorMap(a, (BM, BK), swizzle=128)
     bmap = pyptx.TensorMap(b, (BK, 64), swizzle=128)
     grid = (V.ceil_div(n, BN), V.ceil_div(m, BM))
