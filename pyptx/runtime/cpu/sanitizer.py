@@ -73,6 +73,7 @@ class Sanitizer:
 
     def start_batch(self, st) -> None:
         n = st.shared.buf.size
+        self.inflight = None        # shared bytes an async copy (TMA) is still writing: its line
         if self.race:
             self.s = [_Rec(n, np.int32) for _ in range(3)]
             self.vc = np.zeros((st.T, 32), np.int32)             # vector clock over warp lanes
@@ -120,6 +121,11 @@ class Sanitizer:
                 self._global(st, *_bytes(idx, lanes, nbytes), access, site)
             return
         b, ln = _bytes(idx, lanes, nbytes)
+        if space == "shared" and self.inflight is not None and self.race:
+            hit = np.flatnonzero(self.inflight[b])
+            if hit.size:
+                self._async_race(st, int(b[hit[0]]), int(ln[hit[0]]), site, access,
+                                 int(self.inflight[b[hit[0]]]))
         written = None
         if self.init:
             written = self.s_written if space == "shared" else self.l_written
@@ -220,7 +226,41 @@ class Sanitizer:
             self._race(st, space, int(b[i]), int(ln[i]), site, "write", other, site, "write",
                        other_is_gid=space == "global")
 
+    # ---- asynchronous copies (TMA, runtime/cpu/tma.py) -----------------------------------------
+
+    def async_issued(self, st, dst, line: int) -> None:
+        """A bulk tensor copy will write shared bytes `dst` (buffer indices) when its mbarrier
+        phase completes: until then any access of them is a race."""
+        if self.inflight is None:
+            self.inflight = np.zeros(st.shared.buf.size, np.int32)
+        self.inflight[dst] = line
+
+    def async_landed(self, st, dst) -> None:
+        """Its bytes landed because a thread waited on its mbarrier: they are written, and the
+        wait orders them before that thread's (and, through the phase, everyone's) reads."""
+        if self.inflight is not None:
+            self.inflight[dst] = 0
+        if self.init:
+            self.s_written[dst] = True
+        if self.race:
+            for rec in self.s:
+                rec.who[dst] = -1
+
     # ---- reports -----------------------------------------------------------------------------
+
+    def _async_race(self, st, byte, lane, site, access, copy_line):
+        blk, thr = st.where(lane)
+        ins, here = self._where(site)
+        address, what = self._describe(st, "shared", byte)
+        msg = (f"data race on shared memory in kernel '{self.code.name}' ({what}): "
+               f"{access} by block {blk} thread {thr} at {here} of bytes that the bulk tensor "
+               f"copy (TMA) issued at PTX line {copy_line} is still writing; wait for its "
+               f"mbarrier phase first (pyptx.mbarrier_wait(bars, i, parity))")
+        raise SanitizerError(
+            msg, kind="race", kernel=self.code.name, ptx_line=ins.line,
+            source_line=ins.py_line, block=blk, thread=thr, address=address, space="shared",
+            nearest=what, other_block=blk, other_thread=None, other_ptx_line=copy_line,
+            other_source_line=None)
 
     def _where(self, site):
         ins = self.code.sites[site]
