@@ -93,37 +93,51 @@ def gemm_wgmma_kernel(c: f32[:, :], amap: pyptx.tensormap, bmap: pyptx.tensormap
     pyptx.syncthreads()
     if warp == 8:
         if tid == CONSUMERS:
+            s = 0                             # stage of K step t, and the parity of its use
+            ph = 0
             for t in range(ntiles):
-                s = t % STAGES
-                if t >= STAGES:           # the consumers have released the previous use
-                    pyptx.mbarrier_wait(bars, STAGES + s, (t // STAGES - 1) & 1)
+                if t >= STAGES:               # the consumers released the stage's last use
+                    pyptx.mbarrier_wait(bars, STAGES + s, ph ^ 1)
                 pyptx.mbarrier_arrive_expect_tx(bars, s, STAGE_BYTES)
                 k0 = t * BK
                 pyptx.tma_load(ring, s * A_STAGE, amap, (m0, k0), bars, s)
                 pyptx.tma_load(ring, b_base + s * B_STAGE, bmap, (k0, n0), bars, s)
                 pyptx.tma_load(ring, b_base + s * B_STAGE + B_BOX, bmap, (k0, n0 + 64), bars, s)
+                s += 1
+                if s == STAGES:
+                    s = 0
+                    ph ^= 1
     else:
-        wg = warp >> 2
+        wg = pyptx.shfl_idx(warp >> 2, 0)     # the same in every lane: ptxas keeps what depends
+        # on it in uniform registers, where wgmma wants its descriptors.  The descriptors of stage 0's first k16 slice; a stage, a k16 slice of A (32 bytes on
+        # in its swizzled rows) and of B (16 rows of 128 bytes) are constant additions to the
+        # start address field (bytes >> 4), as CUTLASS advances its descriptors
+        a_desc = pyptx.wgmma_desc(ring, wg * (64 * BK), swizzle=128, lbo=16, sbo=ROW_GROUP)
+        b_desc = pyptx.wgmma_desc(ring, b_base, swizzle=128, lbo=B_BOX_BYTES, sbo=ROW_GROUP)
         acc = (0.0,) * 64
+        s = 0
+        ph = 0
+        prev = 0
         for t in range(ntiles):
-            s = t % STAGES
-            pyptx.mbarrier_wait(bars, s, (t // STAGES) & 1)
+            pyptx.mbarrier_wait(bars, s, ph)
             pyptx.wgmma_fence()
-            a0 = s * A_STAGE + wg * (64 * BK)
-            b0 = b_base + s * B_STAGE
+            off = pyptx.u64(pyptx.u32(s) * (STAGE_BYTES // 32))   # A_STAGE = B_STAGE bytes >> 4
             for kk in pyptx.static_range(BK // 16):
-                ad = pyptx.wgmma_desc(ring, a0 + kk * 16, swizzle=128, lbo=16, sbo=ROW_GROUP)
-                bd = pyptx.wgmma_desc(ring, b0 + kk * 16 * 64, swizzle=128, lbo=B_BOX_BYTES,
-                                      sbo=ROW_GROUP)
-                acc = pyptx.wgmma(ad, bd, acc, atype="bf16" if BF else "f16", trans_b=True)
+                acc = pyptx.wgmma(a_desc + off + 2 * kk, b_desc + off + 128 * kk, acc,
+                                  atype="bf16" if BF else "f16", trans_b=True)
             pyptx.wgmma_commit()
-            if STAGES == 1:               # the producer waits for this very stage: retire now
+            if STAGES == 1:                   # the producer waits for this very stage
                 pyptx.wgmma_wait(0)
                 pyptx.mbarrier_arrive(bars, STAGES + s)
-            else:                         # keep this step's group in flight, retire the last
-                pyptx.wgmma_wait(1)
+            else:                             # keep this step's group in flight, retire the
+                pyptx.wgmma_wait(1)           # previous one and release its stage
                 if t > 0:
-                    pyptx.mbarrier_arrive(bars, STAGES + (t - 1) % STAGES)
+                    pyptx.mbarrier_arrive(bars, STAGES + prev)
+            prev = s
+            s += 1
+            if s == STAGES:
+                s = 0
+                ph ^= 1
         pyptx.wgmma_wait(0)
         lane = tid & 31
         row = m0 + wg * 64 + (warp & 3) * 16 + (lane >> 2)
