@@ -1,0 +1,357 @@
+"""TMA (`pyptx.TensorMap` + `pyptx.tma_load`) on the CPU executor, against the PTX ISA: the box
+at the given coordinates (numpy order here, innermost first in PTX) lands in shared memory
+densely in row-major order, each byte at its address swizzled by the map's mode; elements
+outside the tensor read as zeros; the bytes count as transactions on the mbarrier; the tile is
+not there before the wait.  The expected layouts are written out here from the ISA's
+definition of the swizzle modes (not from the executor's swizzle.py).
+
+Every kernel here is assembled by ptxas for sm_90 (conftest) and, in
+test_ptxas_accepts_sm_90a, for sm_90a."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import pyptx
+from pyptx import f32, i32, u8, u64, thread_idx
+from pyptx.bfloat16 import BFLOAT16
+from pyptx.errors import CompileError, SanitizerError
+
+rng = np.random.default_rng(20261127)
+
+
+# ---- the ISA's layout, written out independently ---------------------------------------------
+
+def swizzled(L: np.ndarray, mode: int) -> np.ndarray:
+    """Where byte L of a dense box lands (relative to a tile base aligned to the pattern's
+    repeat).  PTX ISA, tensor swizzling modes: shared memory is seen as rows of 128 bytes made
+    of eight 16-byte chunks; with an N-byte swizzle the chunk index of a byte is XORed with
+    its row index modulo N/16 (so 32B swaps chunk pairs on odd rows, 128B permutes all eight
+    chunks over a period of eight rows)."""
+    if mode == 0:
+        return L
+    chunk = (L >> 4) & 7
+    row = L >> 7
+    return (L & ~0x70) | ((chunk ^ (row % (mode // 16))) << 4)
+
+
+def expected_box(a: np.ndarray, coords, box) -> np.ndarray:
+    """The box of `a` at `coords` (numpy order), elements outside `a` zero."""
+    out = np.zeros(box, a.dtype)
+    for idx in np.ndindex(*box):
+        g = tuple(c + i for c, i in zip(coords, idx))
+        if all(0 <= x < n for x, n in zip(g, a.shape)):
+            out[idx] = a[g]
+    return out
+
+
+def expected_shared(a, coords, box, mode) -> np.ndarray:
+    raw = np.frombuffer(expected_box(a, coords, box).tobytes(), np.uint8)
+    out = np.zeros(raw.size, np.uint8)
+    out[swizzled(np.arange(raw.size), mode)] = raw
+    return out
+
+
+# ---- kernels: load one box, copy the tile's raw shared bytes out -------------------------------
+
+@pyptx.kernel
+def load2d(out: u8[:], tm: pyptx.tensormap, c0: i32, c1: i32, NB: pyptx.constexpr):
+    tile = pyptx.shared.array(NB, u8)
+    bars = pyptx.shared.array(1, u64)
+    tid = thread_idx.x
+    if tid == 0:
+        pyptx.mbarrier_init(bars, 0, 1)
+        pyptx.fence_mbarrier_init()
+    pyptx.syncthreads()
+    if tid == 0:
+        pyptx.mbarrier_arrive_expect_tx(bars, 0, NB)
+        pyptx.tma_load(tile, 0, tm, (c0, c1), bars, 0)
+    pyptx.mbarrier_wait(bars, 0, 0)
+    for i in range(tid, NB, 64):
+        out[i] = tile[i]
+
+
+@pyptx.kernel
+def load3d(out: u8[:], tm: pyptx.tensormap, c0: i32, c1: i32, c2: i32, NB: pyptx.constexpr):
+    tile = pyptx.shared.array(NB, u8)
+    bars = pyptx.shared.array(1, u64)
+    tid = thread_idx.x
+    if tid == 0:
+        pyptx.mbarrier_init(bars, 0, 1)
+        pyptx.fence_mbarrier_init()
+    pyptx.syncthreads()
+    if tid == 0:
+        pyptx.mbarrier_arrive_expect_tx(bars, 0, NB)
+        pyptx.tma_load(tile, 0, tm, (c0, c1, c2), bars, 0)
+    pyptx.mbarrier_wait(bars, 0, 0)
+    for i in range(tid, NB, 64):
+        out[i] = tile[i]
+
+
+def _array(dtype, shape):
+    if dtype == "bf16":
+        return (rng.integers(-500, 500, size=shape) / 8).astype(np.float32).astype(BFLOAT16)
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return rng.standard_normal(shape).astype(dt)
+    info = np.iinfo(dt)
+    return rng.integers(info.min, info.max, size=shape, endpoint=True).astype(dt)
+
+
+def _run2d(a, box, coords, swizzle):
+    tm = pyptx.TensorMap(a, box, swizzle=swizzle)
+    nb = tm.box_bytes
+    out = np.full(nb, 0xAB, np.uint8)
+    load2d[1, 64](out, tm, coords[0], coords[1], nb)
+    return out
+
+
+DTYPES = ["float32", "float16", "bf16", "uint8", "int8"]
+ESIZE = {"float32": 4, "float16": 2, "bf16": 2, "uint8": 1, "int8": 1}
+
+
+@pytest.mark.parametrize("swizzle", [0, 32, 64, 128])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("where", ["inside", "top-left", "bottom-right", "outside"])
+def test_load_2d_box_every_dtype_and_swizzle(cpu_device, dtype, swizzle, where):
+    es = ESIZE[dtype]
+    inner = (swizzle or 32) // es                     # the box's inner bytes = the swizzle span
+    box = (12, inner)
+    a = _array(dtype, (29, 3 * inner + 16 // es))     # row pitch a multiple of 16 bytes
+    coords = {"inside": (5, inner + 16 // es), "top-left": (-5, -(16 // es)),
+              "bottom-right": (24, a.shape[1] - inner // 2), "outside": (29, 0)}[where]
+    out = _run2d(a, box, coords, swizzle)
+    np.testing.assert_array_equal(out, expected_shared(a, coords, box, swizzle))
+
+
+@settings(max_examples=25)
+@given(r=st.integers(-20, 40), c=st.integers(-70, 90), swizzle=st.sampled_from([0, 64, 128]))
+def test_load_2d_any_coordinates(cpu_device, r, c, swizzle):
+    a = _array("float16", (33, 56))
+    box = (16, 64 // 2 if swizzle != 128 else 64)
+    out = _run2d(a, box, (r, c), swizzle)
+    np.testing.assert_array_equal(out, expected_shared(a, (r, c), box, swizzle))
+
+
+@pytest.mark.parametrize("swizzle,coords", [(0, (1, 2, 4)), (64, (2, -1, 8)), (128, (-1, 7, -8)),
+                                            (32, (0, 0, 0))])
+def test_load_3d_box(cpu_device, swizzle, coords):
+    es = 2
+    inner = (swizzle or 32) // es
+    a = _array("float16", (3, 10, 40))
+    box = (2, 4, inner)
+    tm = pyptx.TensorMap(a, box, swizzle=swizzle)
+    out = np.full(tm.box_bytes, 0xAB, np.uint8)
+    load3d[1, 64](out, tm, *coords, tm.box_bytes)
+    np.testing.assert_array_equal(out, expected_shared(a, coords, box, swizzle))
+
+
+def test_strided_rows(cpu_device):
+    """A view whose rows are further apart than their length: the map's byte strides."""
+    base = _array("float32", (20, 24))
+    a = base[2:18:2, 4:]                     # row stride 192 bytes, inner contiguous
+    out = _run2d(a, (4, 8), (3, 12), 0)
+    np.testing.assert_array_equal(out, expected_shared(a, (3, 12), (4, 8), 0))
+
+
+# ---- a multi-stage TMA pipeline ------------------------------------------------------------------
+
+@pyptx.kernel
+def pipeline(out: f32[:], tm: pyptx.tensormap, K: pyptx.constexpr, S: pyptx.constexpr,
+             SW: pyptx.constexpr):
+    """Thread 0 streams K boxes of 8 x 32 f32 through an S-stage ring (full[s]: the box's
+    bytes landed; empty[s]: warp 1's 32 threads read it); warp 1 lane c folds column c of each
+    box, reading element (r, c) at its swizzled place."""
+    tiles = pyptx.shared.array((S, 256), f32)
+    full = pyptx.shared.array(S, u64)
+    empty = pyptx.shared.array(S, u64)
+    tid = thread_idx.x
+    if tid == 0:
+        for s in range(S):
+            pyptx.mbarrier_init(full, s, 1)
+            pyptx.mbarrier_init(empty, s, 32)
+        pyptx.fence_mbarrier_init()
+    pyptx.syncthreads()
+    if tid == 0:
+        for k in range(K):
+            s = k % S
+            pyptx.mbarrier_wait(empty, s, ((k // S) & 1) ^ 1)
+            pyptx.mbarrier_arrive_expect_tx(full, s, 8 * 32 * 4)
+            pyptx.tma_load(tiles, (s, 0), tm, (8 * k, 0), full, s)
+    elif tid >= 32:
+        c = tid - 32
+        acc = f32(0.0)
+        for k in range(K):
+            s = k % S
+            pyptx.mbarrier_wait(full, s, (k // S) & 1)
+            col = f32(0.0)
+            for r in range(8):
+                byte = r * 128 + c * 4
+                if SW:
+                    byte = byte ^ (((byte >> 7) & (SW // 16 - 1)) << 4)
+                col += tiles[s, byte // 4]
+            acc = acc * f32(0.5) + col
+            pyptx.mbarrier_arrive(empty, s)
+        out[c] = acc
+
+
+@pytest.mark.parametrize("K,S,SW", [(7, 3, 128), (5, 2, 0), (4, 1, 128)])
+def test_pipeline_uses_every_stage_and_parity(cpu_device, K, S, SW):
+    """K > S: each stage is refilled (both parities of full[s] and empty[s] waited on when
+    K > 2S); the last box hangs over the end of the array (its missing rows read as zeros).
+    Values are small integers, so every f32 sum is exact and equality is the check."""
+    rows = 8 * K - 3
+    a = rng.integers(-4, 5, size=(rows, 32)).astype(np.float32)
+    tm = pyptx.TensorMap(a, (8, 32), swizzle=SW)
+    out = np.zeros(32, np.float32)
+    pipeline[1, 64](out, tm, K, S, SW)
+    padded = np.zeros((8 * K, 32))
+    padded[:rows] = a
+    want = np.zeros(32)
+    for k in range(K):
+        want = want * 0.5 + padded[8 * k:8 * k + 8].sum(axis=0)
+    np.testing.assert_array_equal(out, want.astype(np.float32))
+
+
+# ---- asynchronous completion: the tile is not there before the wait ----------------------------
+
+@pyptx.kernel
+def early_read(out: f32[:], tm: pyptx.tensormap, wait_first: pyptx.constexpr):
+    tile = pyptx.shared.array(64, f32)
+    bars = pyptx.shared.array(1, u64)
+    tid = thread_idx.x
+    if tid == 0:
+        pyptx.mbarrier_init(bars, 0, 1)
+        pyptx.fence_mbarrier_init()
+    pyptx.syncthreads()
+    if tid == 0:
+        pyptx.mbarrier_arrive_expect_tx(bars, 0, 256)
+        pyptx.tma_load(tile, 0, tm, (0, 0), bars, 0)
+    if wait_first:
+        pyptx.mbarrier_wait(bars, 0, 0)
+    out[tid] = tile[tid]
+    if not wait_first:
+        pyptx.mbarrier_wait(bars, 0, 0)
+
+
+def test_reading_before_the_wait_sees_stale_shared_memory(cpu_device):
+    a = np.arange(1, 65, dtype=np.float32).reshape(8, 8)
+    tm = pyptx.TensorMap(a, (8, 8))
+    out = np.full(64, -1, np.float32)
+    early_read[1, 64](out, tm, False)
+    assert (out == 0).all()              # the executor's shared memory starts zeroed
+    early_read[1, 64](out, tm, True)
+    np.testing.assert_array_equal(out, a.reshape(-1))
+
+
+def test_sanitizer_reports_reading_an_unfinished_tile(cpu_device):
+    a = np.arange(64, dtype=np.float32).reshape(8, 8)
+    tm = pyptx.TensorMap(a, (8, 8))
+    out = np.zeros(64, np.float32)
+    with pyptx.sanitize():
+        early_read[1, 64](out, tm, True)          # waits: clean
+        with pytest.raises(SanitizerError, match=r"TMA.*still writing.*mbarrier_wait") as e:
+            early_read[1, 64](out, tm, False)
+    assert e.value.kind == "race"
+
+
+# ---- host errors and compile errors ------------------------------------------------------------
+
+@pytest.mark.parametrize("make,msg", [
+    (lambda: pyptx.TensorMap(np.zeros((8, 300), np.float32), (8, 257)), r"box dimension.*1..256"),
+    (lambda: pyptx.TensorMap(np.zeros((8, 12), np.float32), (8, 3)),
+     r"inner dimension must span a multiple of 16 bytes.*12 bytes"),
+    (lambda: pyptx.TensorMap(np.zeros((8, 64), np.float32), (8, 64), swizzle=128),
+     r"128-byte swizzle.*at most 128 bytes.*256 bytes"),
+    (lambda: pyptx.TensorMap(np.zeros((8, 10), np.float32), (8, 4)),
+     r"global stride \(bytes, dims 1..\) must be a multiple of 16.*got 40"),
+    (lambda: pyptx.TensorMap(np.zeros((8, 8), np.bool_), (8, 16)), r"no TMA data type"),
+    (lambda: pyptx.TensorMap(np.zeros((8, 8), np.complex64), (8, 2)), r"no TMA data type"),
+    (lambda: pyptx.TensorMap(np.zeros(64, np.float32), (8,)), r"2-D or 3-D"),
+    (lambda: pyptx.TensorMap(np.zeros((8, 8), np.float32), (8, 4), swizzle=16),
+     r"swizzle must be 0, 32, 64 or 128"),
+    (lambda: pyptx.TensorMap(np.zeros((8, 8), np.float32), (8,)), r"tuple of 2 ints"),
+    (lambda: pyptx.TensorMap(np.zeros((8, 16), np.float32)[:, ::2], (8, 4)),
+     r"innermost dimension must be contiguous"),
+    (lambda: pyptx.TensorMap([[1.0]], (1, 4)), r"numpy array or a DeviceArray"),
+])
+def test_bad_tensor_map_is_a_value_error(make, msg):
+    with pytest.raises(ValueError, match=msg):
+        make()
+
+
+def test_tma_load_needs_a_tensormap_parameter(tmp_path):
+    src = ("import pyptx\nfrom pyptx import f32, u64\n\n@pyptx.kernel\n"
+           "def bad(x: f32[:, :]):\n    t = pyptx.shared.array(64, f32)\n"
+           "    b = pyptx.shared.array(1, u64)\n    pyptx.tma_load(t, 0, x, (0, 0), b, 0)\n")
+    path = tmp_path / "bad_tma.py"
+    path.write_text(src)
+    ns: dict = {}
+    exec(compile(src, str(path), "exec"), ns)      # noqa: S102 - the test's own source
+    with pytest.raises(CompileError, match=r"tmap must be a tensor map parameter.*"
+                                           r"pyptx.tensormap") as e:
+        pyptx.compile(ns["bad"], arch="sm_90")
+    assert e.value.lineno == 8
+
+
+def test_tma_load_coordinates_match_the_rank(tmp_path):
+    src = ("import pyptx\nfrom pyptx import f32, u64\n\n@pyptx.kernel\n"
+           "def bad(tm: pyptx.tensormap):\n    t = pyptx.shared.array(64, f32)\n"
+           "    b = pyptx.shared.array(1, u64)\n    pyptx.tma_load(t, 0, tm, 3, b, 0)\n")
+    path = tmp_path / "bad_tma2.py"
+    path.write_text(src)
+    ns: dict = {}
+    exec(compile(src, str(path), "exec"), ns)      # noqa: S102 - the test's own source
+    with pytest.raises(CompileError, match=r"coords must be a tuple of 2 or 3"):
+        pyptx.compile(ns["bad"], arch="sm_90")
+
+
+def test_wrong_argument_for_a_tensormap_parameter(cpu_device):
+    with pytest.raises(pyptx.LaunchError, match=r"must be a pyptx.TensorMap"):
+        load2d[1, 64](np.zeros(64, np.uint8), np.zeros((8, 8), np.float32), 0, 0, 64)
+
+
+def test_inferred_tensormap_parameter(cpu_device):
+    @pyptx.kernel
+    def copy_box(out, tm):
+        tile = pyptx.shared.array(64, f32)
+        bars = pyptx.shared.array(1, u64)
+        if thread_idx.x == 0:
+            pyptx.mbarrier_init(bars, 0, 1)
+            pyptx.mbarrier_arrive_expect_tx(bars, 0, 256)
+            pyptx.tma_load(tile, 0, tm, (2, 4), bars, 0)
+        pyptx.mbarrier_wait(bars, 0, 0)
+        out[thread_idx.x] = tile[thread_idx.x]
+    a = rng.standard_normal((16, 16)).astype(np.float32)
+    out = np.zeros(64, np.float32)
+    copy_box[1, 64](out, pyptx.TensorMap(a, (8, 8)))
+    np.testing.assert_array_equal(out, a[2:10, 4:12].reshape(-1))
+
+
+def test_ptx_form_and_param_declaration():
+    ptx = pyptx.compile(load3d, arch="sm_90", constexprs=dict(NB=256)).ptx
+    assert ".param .align 64 .b8 tm[128]" in ptx
+    assert "cvta.param.u64" in ptx
+    # numpy order (c0 outermost) becomes PTX's innermost-first {c2, c1, c0}
+    line = next(l for l in ptx.splitlines() if "cp.async.bulk.tensor.3d" in l)
+    assert ("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+            in line)
+    assert ".shared .align 1024 .b8" in ptx      # the destination tile: the 128B swizzle repeat
+
+
+def test_ptx_coordinates_are_innermost_first():
+    ptx = pyptx.compile(load2d, arch="sm_90", constexprs=dict(NB=256)).ptx
+    loads = [l for l in ptx.splitlines() if "ld.param.s32" in l]
+    reg = {l.split("[")[1].rstrip("];"): l.split()[1].rstrip(",") for l in loads}
+    line = next(l for l in ptx.splitlines() if "cp.async.bulk.tensor.2d" in l)
+    assert f"{{{reg['c1']}, {reg['c0']}}}" in line
+
+
+def test_ptxas_accepts_sm_90a():
+    from pyptx.toolchain import assemble, find_ptxas
+    if find_ptxas() is None:
+        pytest.skip("no ptxas")
+    for k, cx in ((load2d, dict(NB=256)), (load3d, dict(NB=256)),
+                  (pipeline, dict(K=7, S=3, SW=128)), (early_read, dict(wait_first=False))):
+        assemble(pyptx.compile(k, arch="sm_90a", constexprs=cx).ptx, "sm_90a")
