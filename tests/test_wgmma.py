@@ -10,6 +10,8 @@ layout helpers.  Every kernel is also assembled by ptxas for sm_90a.
 """
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -310,3 +312,213 @@ def test_a_from_registers(kind, n, mode, tb):
            [ArrayArg(out, True), *out.shape, ArrayArg(c, False), *c.shape,
             ArrayArg(ra, False), *ra.shape, ArrayArg(imgb, False), imgb.size])
     _check(out, c, Av, Bv, ks, True, (kind, n, mode, tb))
+
+
+# ---- a runtime K loop: the accumulator stays in its registers ------------------------------------
+
+@pyptx.kernel
+def wg_kloop(out: f32[:, :], imga: u16[:], imgb: u16[:], nk: i32):
+    """64 x 64 x (16 nk) with 128B-swizzled K-major tiles of K = 64 (one atom row): k-slice s
+    of atom-row r starts at r * 8 KiB + 32 s bytes; acc carried by a runtime loop."""
+    sa = pyptx.shared.array(64 * 128, u16)
+    sb = pyptx.shared.array(64 * 128, u16)
+    t = thread_idx.x
+    for i in range(t, 64 * 16 * nk, 128):
+        sa[i] = imga[i]
+        sb[i] = imgb[i]
+    pyptx.fence_proxy_async()
+    pyptx.syncthreads()
+    acc = (0.0,) * 32
+    for k in range(nk):
+        pyptx.wgmma_fence()
+        off = (k // 4) * 4096 + (k % 4) * 16
+        da = pyptx.wgmma_desc(sa, off, swizzle=128)
+        db = pyptx.wgmma_desc(sb, off, swizzle=128)
+        acc = pyptx.wgmma(da, db, acc, atype="bf16", scale_d=k > 0)
+        pyptx.wgmma_commit()
+        pyptx.wgmma_wait(0)
+    for j in pyptx.static_range(32):
+        out[t, j] = acc[j]
+
+
+def _loop_body(ptx: str) -> str:
+    """The PTX between the loop's label and its back edge."""
+    lines = ptx.splitlines()
+    start = next(i for i, l in enumerate(lines) if "wgmma.fence" in l)
+    end = next(i for i, l in enumerate(lines) if l.strip().startswith("bra ") and i > start)
+    return "\n".join(lines[start:end])
+
+
+def test_k_loop_keeps_the_accumulator_in_place_and_ptxas_pipelines_it(tmp_path):
+    ck = pyptx.compile(wg_kloop, arch="sm_90a")
+    body = _loop_body(ck.ptx)
+    assert "wgmma.mma_async" in body and "mov.f32" not in body, body
+    log = assemble(ck.ptx, "sm_90a", verbose=True)
+    assert "serializ" not in log.lower() and "0 bytes spill stores" in log, log
+    import subprocess
+    from pyptx.toolchain import find_ptxas
+    ptxas = find_ptxas()
+    cubin = tmp_path / "k.cubin"
+    src = tmp_path / "k.ptx"
+    src.write_text(ck.ptx)
+    subprocess.run([ptxas, "-arch=sm_90a", "-o", str(cubin), str(src)], check=True)
+    cuobjdump = str(pathlib.Path(ptxas).with_name("cuobjdump"))
+    sass = subprocess.run([cuobjdump, "-sass", str(cubin)], check=True, capture_output=True,
+                          text=True).stdout
+    assert "HGMMA.64x64x16.F32.BF16" in sass
+
+
+def test_k_loop_on_the_cpu_through_a_plain_launch():
+    """kernel[grid, block](...) on the CPU executor compiles for sm_90a by itself (the kernel
+    needs it) and the loop-carried accumulator sums every k slice."""
+    nk = 8
+    Abits, Av = _halves("bf16", (64, 16 * nk))
+    Bbits, Bv = _halves("bf16", (16 * nk, 64))
+    imgs = []
+    for bits in (Abits, Bbits.T):            # two atom rows of K = 64, 128B swizzle
+        lay = Layout(128, False, 64, 64)
+        imgs.append(np.concatenate([lay.image(bits[:, 64 * r:64 * r + 64]) for r in range(2)]))
+    out = np.full((128, 32), np.nan, np.float32)
+    wg_kloop[1, 128](out, imgs[0], imgs[1], nk)
+    _check(out, np.zeros((128, 32), np.float32), Av, Bv, nk, False, "kloop")
+
+
+# ---- the asynchronous protocol on the CPU executor -------------------------------------------
+
+@pyptx.kernel
+def wg_protocol(out: f32[:, :], imga: u16[:], imgb: u16[:], MODE: pyptx.constexpr):
+    """MODE 0: two groups, wait(1) then store (the first group's result is there, the second's
+    is not yet: NaN); MODE 1: no wgmma_fence; MODE 2: read acc before any wait."""
+    sa = pyptx.shared.array(64 * 16, u16)
+    sb = pyptx.shared.array(8 * 16, u16)
+    t = thread_idx.x
+    for i in range(t, 64 * 16, 128):
+        sa[i] = imga[i]
+    for i in range(t, 8 * 16, 128):
+        sb[i] = imgb[i]
+    pyptx.fence_proxy_async()
+    pyptx.syncthreads()
+    da = pyptx.wgmma_desc(sa, 0, swizzle=32)
+    db = pyptx.wgmma_desc(sb, 0, swizzle=32)
+    z = (0.0,) * 4
+    if MODE != 1:
+        pyptx.wgmma_fence()
+    x = pyptx.wgmma(da, db, z, atype="f16", scale_d=False)
+    pyptx.wgmma_commit()
+    y = pyptx.wgmma(da, db, z, atype="f16", scale_d=False)
+    pyptx.wgmma_commit()
+    if MODE == 0:
+        pyptx.wgmma_wait(1)
+    for j in pyptx.static_range(4):
+        out[t, j] = x[j]
+        out[t, 4 + j] = y[j]
+    pyptx.wgmma_wait(0)
+    for j in pyptx.static_range(4):
+        out[t, 8 + j] = y[j]
+
+
+def _protocol(mode, block=128):
+    Abits, Av = _halves("f16", (64, 16))
+    Bbits, Bv = _halves("f16", (16, 8))
+    la, lb = Layout(32, False, 64, 16), Layout(32, False, 8, 16)
+    out = np.full((block, 12), -1.0, np.float32)
+    wg_protocol[1, block](out, la.image(Abits), lb.image(Bbits.T), mode)
+    return out, Av @ Bv
+
+
+def test_wait_group_retires_the_older_group_only():
+    out, want = _protocol(0)
+    got_x, got_y_late = np.zeros_like(want), np.zeros_like(want)
+    for th in range(128):
+        for j in range(4):
+            got_x[d_place(th, j)] = out[th, j]
+            got_y_late[d_place(th, j)] = out[th, 8 + j]
+    # one rounding of a k=16 sum of exact products: |err| <= 2**-24 |A| @ |B| (+ f64 slop)
+    tol = 2.0 ** -23 * np.abs(want).max()
+    np.testing.assert_allclose(got_x, want, rtol=0, atol=tol)
+    np.testing.assert_allclose(got_y_late, want, rtol=0, atol=tol)
+    assert np.isnan(out[:, 4:8]).all()        # y's group was still pending at the store
+
+
+def test_reading_the_accumulator_before_its_wait_reads_nan():
+    out, _ = _protocol(2)
+    assert np.isnan(out[:, 0:8]).all() and not np.isnan(out[:, 8:]).any()
+
+
+def test_wgmma_without_a_fence_is_a_launch_error():
+    with pytest.raises(pyptx.LaunchError, match="wgmma.fence"):
+        _protocol(1)
+
+
+def test_an_incomplete_warpgroup_is_a_launch_error():
+    with pytest.raises(pyptx.LaunchError, match="warpgroup"):
+        _protocol(0, block=64)
+
+
+# ---- compile errors -------------------------------------------------------------------------------
+
+@pyptx.kernel
+def wg_bad(out: f32[:], imga: u16[:], WHAT: pyptx.constexpr):
+    s = pyptx.shared.array(64 * 64, u16)
+    d = pyptx.wgmma_desc(s, 0, swizzle=128)
+    if WHAT == 0:
+        acc = pyptx.wgmma(d, d, (0.0,) * 5)
+    elif WHAT == 1:
+        acc = pyptx.wgmma(d, d, (0.0,) * 4, atype="f32")
+    elif WHAT == 2:
+        e = pyptx.wgmma_desc(s, 0, swizzle=16)
+        acc = pyptx.wgmma(e, d, (0.0,) * 4)
+    elif WHAT == 3:
+        acc = pyptx.wgmma((u32(1), u32(2), u32(3), u32(4)), d, (0.0,) * 4, trans_a=True)
+    elif WHAT == 4:
+        acc = pyptx.wgmma(d, d, (0.0,) * 4, trans_b=out[0] > 0)
+    elif WHAT == 5:
+        acc = pyptx.wgmma(d, d, (0.0,) * 4, scale_d=out[0])
+    elif WHAT == 6:
+        acc = pyptx.wgmma(out[0], d, (0.0,) * 4)
+    else:
+        acc = pyptx.wgmma(d, d, (0.0,) * 4)
+    out[0] = acc[0]
+
+
+@pytest.mark.parametrize("what,msg", [
+    (0, "tuple of N/2 f32 accumulators"), (1, "f16 or bf16"), (2, "one of 0, 32, 64, 128"),
+    (3, "trans_a applies to A in shared memory only"), (4, "literal True or False"),
+    (5, "scale_d must be True, False or a bool"), (6, "u64 matrix descriptor")])
+def test_misuse_is_a_compile_error_at_the_call(what, msg):
+    with pytest.raises(CompileError, match=msg) as e:
+        pyptx.compile(wg_bad, arch="sm_90a", constexprs={"WHAT": what})
+    assert e.value.filename.endswith("test_wgmma.py") and e.value.lineno
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_100a"])
+def test_wgmma_needs_sm_90a(arch):
+    with pytest.raises(CompileError, match="arch='sm_90a'") as e:
+        pyptx.compile(wg_bad, arch=arch, constexprs={"WHAT": 7})
+    assert e.value.filename.endswith("test_wgmma.py") and e.value.lineno
+
+
+def test_fence_proxy_async_needs_sm_90():
+    with pytest.raises(CompileError, match="sm_90"):
+        pyptx.compile(wg_kloop, arch="sm_80")
+    ck = pyptx.compile(wg_kloop, arch="sm_90a")
+    assert "fence.proxy.async.shared::cta" in ck.ptx
+
+
+@pytest.mark.parametrize("opt", [0, 1, 2])
+def test_the_optimizer_keeps_the_async_ops_in_order(opt):
+    """The async ops are not pure: no pass removes, merges or moves them; the stores of the
+    accumulator stay after the wait that retires it."""
+    ck = pyptx.compile(wg_protocol, arch="sm_90a", constexprs={"MODE": 0}, opt_level=opt)
+    seq = [l.split()[0].rstrip(";") for l in ck.ptx.splitlines()
+           if l.strip().startswith(("wgmma.", "st.global"))]
+    wg = [s for s in seq if s.startswith("wgmma.")]
+    assert wg == ["wgmma.fence.sync.aligned", "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16",
+                  "wgmma.commit_group.sync.aligned",
+                  "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16",
+                  "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
+                  "wgmma.wait_group.sync.aligned"]
+    last_wait = max(i for i, s in enumerate(seq) if s.startswith("wgmma.wait"))
+    assert seq.index("wgmma.wait_group.sync.aligned") < seq.index("st.global.f32")
+    assert sum(s.startswith("st.global") for s in seq[last_wait:]) == 4
+    _ptxas_ok(ck)

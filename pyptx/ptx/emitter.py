@@ -145,13 +145,15 @@ class FunctionEmitter:
         isa, sm = tb.FEATURES[feature]
         if isinstance(sm, str):             # arch-specific: exactly that arch has it
             if self.arch != sm:
-                raise self.error(f"{feature} is an arch-specific feature of {sm} (compiling "
+                err = self.error(f"{feature} is an arch-specific feature of {sm} (compiling "
                                  f"for {self.arch}); compile with arch='{sm}' (its PTX runs "
                                  f"only on that GPU family)", what)
+                err.needs_arch = sm         # a launch may retry with it (runtime/launch.py)
+                raise err
         elif sm > self.sm:
             err = self.error(f"{feature} needs sm_{sm} or newer (compiling for {self.arch}); "
                              f"compile with arch='sm_{sm}' or newer", what)
-            err.needs_arch = f"sm_{sm}"     # the CPU executor's launcher retries with it
+            err.needs_arch = f"sm_{sm}"
             raise err
         if isa > self.isa:
             self.isa = isa

@@ -385,17 +385,19 @@ class _Binder:
                                   f"this GPU ({arch}); launch it on a GPU {pinned} runs on, or "
                                   f"on the CPU executor (PYPTX_DEVICE=cpu)")
             arch = pinned
-        try:
-            ck = compiler.compile_kernel(self.kernel, arch=arch, constexprs=cx or None,
-                                         arg_types=inferred or None)
-        except CompileError as e:
-            # the CPU executor runs any arch's PTX: a kernel using newer instructions (sm_90's
-            # mbarrier/TMA) is compiled for the arch they need (CompileError.needs_arch)
-            need = getattr(e, "needs_arch", None)
-            if dev != "cpu" or need is None:
-                raise
-            ck = compiler.compile_kernel(self.kernel, arch=need, constexprs=cx or None,
-                                         arg_types=inferred or None)
+        for _ in range(3):
+            try:
+                ck = compiler.compile_kernel(self.kernel, arch=arch, constexprs=cx or None,
+                                             arg_types=inferred or None)
+                break
+            except CompileError as e:
+                # a feature of a newer or an arch-specific target (wgmma: sm_90a) on a device
+                # that runs it: the CPU executor (any arch), or a GPU of that arch's family
+                # (an sm_90 GPU runs sm_90a code)
+                want = getattr(e, "needs_arch", None)
+                if want is None or not (dev != "gpu" or arch == want.rstrip("a")):
+                    raise
+                arch = want
         return _Plan(ck, dev, [i for i in range(self.nargs) if i not in self.constexpr_pos],
                      self.names, self.kernel.name)
 
