@@ -238,3 +238,34 @@ def test_arch_must_be_a_string():
 def test_runs_on(kernel_arch, device_arch, ok):
     from pyptx.target import runs_on
     assert runs_on(kernel_arch, device_arch) is ok
+
+
+# ---- the SASS counting of benchmarks/bench_gemm_wgmma_sass.py (hand-made listing) -----------------
+
+PRODUCER_CONSUMER = [
+    "MOV R0, RZ",                                           # 0x00
+    "IADD3 R1, R1, 0x1, RZ",                                # 0x10  main loop header
+    "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R2], R3",          # 0x20  spin-wait retry (nested)
+    "@!P0 BRA 0x20",                                        # 0x30
+    "WARPGROUP.ARRIVE",                                     # 0x40
+    "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4].tnspB, R24",  # 0x50
+    "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8].tnspB, R24",  # 0x60
+    "@P1 BRA 0x10",                                         # 0x70  main loop back edge
+    "IADD3 R5, R5, 0x1, RZ",                                # 0x80  producer loop header
+    "ELECT P2, URZ, PT",                                    # 0x90  ptxas's ELECT wrapper
+    "UTMALDG.2D [UR8], [UR4]",                              # 0xa0
+    "@P2 BRA 0x90",                                         # 0xb0
+    "@P3 BRA 0x80",                                         # 0xc0  producer back edge
+    "EXIT"]                                                 # 0xd0
+
+
+def test_sass_count_skips_spin_waits_and_elect_wrappers():
+    from benchmarks.bench_gemm_wgmma_sass import count
+    from benchmarks.sass_count import parse_sass
+    from test_sass_report import _listing
+    ins = parse_sass(_listing("k", PRODUCER_CONSUMER))["k"]
+    row = count("k", ins, 90, "")
+    assert row.main["insns"] == 5 and row.main["HGMMA"] == 2    # 0x10, 0x40..0x70
+    assert row.main["WARPGROUP"] == 1 and row.main["SYNCS"] == 0
+    assert row.producer["insns"] == 5 and row.producer["UTMALDG"] == 1   # 0x80..0xc0
+    assert row.hgmma == 2 and row.utmaldg == 1 and not row.error
