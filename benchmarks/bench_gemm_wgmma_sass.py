@@ -191,7 +191,7 @@ def peer(cutlass: str | None) -> tuple[list[KernelCount], str]:
 
 
 def _peer_row(cutlass: str, nvcc: str, cccl: str, schedule: str, what: str) -> KernelCount:
-    label = f"CUTLASS 3 {what} (bf16, 4 stages)"
+    label = f"CUTLASS {what} (bf16, 4 stages)"
     inc = os.path.join(os.path.dirname(os.path.dirname(nvcc)), "include")
     with tempfile.TemporaryDirectory(prefix="pyptx_cutlass_") as d:
         src, cubin = os.path.join(d, "gemm.cu"), os.path.join(d, "gemm.cubin")

@@ -184,6 +184,9 @@ def test_ptxas_sm90a_no_spills_hgmma_and_utmaldg(bf, stages):
     res = ck.resources()
     assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
     assert res["registers"] * gw.THREADS <= 65536, res
+    from pyptx.toolchain import assemble
+    log = assemble(ck.ptx, "sm_90a", verbose=True)
+    assert "serialized" not in log, log          # ptxas kept the wgmma pipeline asynchronous
     from benchmarks.sass_report import disassemble, find_cuobjdump
     if find_cuobjdump() is None:
         pytest.skip("no cuobjdump")
