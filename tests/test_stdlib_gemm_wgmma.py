@@ -272,3 +272,30 @@ def test_sass_count_skips_spin_waits_and_elect_wrappers():
     assert row.main["WARPGROUP"] == 1 and row.main["SYNCS"] == 0
     assert row.producer["insns"] == 5 and row.producer["UTMALDG"] == 1   # 0x80..0xc0
     assert row.hgmma == 2 and row.utmaldg == 1 and not row.error
+
+
+# ---- generated shapes (CPU executor) --------------------------------------------------------------
+
+from hypothesis import given, settings, strategies as hs  # noqa: E402
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(m=hs.integers(1, 160), n8=hs.integers(1, 20), k8=hs.integers(1, 24),
+       bf=hs.booleans(), seed=hs.integers(0, 2**32 - 1))
+def test_generated_shapes_on_the_cpu_executor(m, n8, k8, bf, seed):
+    """Any m, and n, k multiples of 8 (what a tensor map takes): up to 2 block rows, 2 block
+    columns, 3 K steps, ragged everywhere."""
+    import os
+    old = os.environ.get("PYPTX_DEVICE")
+    os.environ["PYPTX_DEVICE"] = "cpu"
+    try:
+        r = np.random.default_rng(seed)
+        dt = ml_dtypes.bfloat16 if bf else np.float16
+        a = (r.standard_normal((m, 8 * k8)) * 0.5).astype(dt)
+        b = (r.standard_normal((8 * k8, 8 * n8)) * 0.5).astype(dt)
+        _check(sk.gemm(a, b, "wgmma"), a, b)
+    finally:
+        if old is None:
+            del os.environ["PYPTX_DEVICE"]
+        else:
+            os.environ["PYPTX_DEVICE"] = old
