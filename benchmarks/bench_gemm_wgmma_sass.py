@@ -2,25 +2,25 @@
 
     python benchmarks/bench_gemm_wgmma_sass.py [--cutlass DIR]
 
-Ours: `gemm_wgmma_kernel` (stdlib_kernels/gemm_wgmma.py) as `gemm(..., variant="wgmma")` launches
-it on a GPU (bf16, 4 stages), assembled for sm_90a.  Theirs (with `--cutlass DIR` or
-$CUTLASS_SRC naming a local CUTLASS checkout with `include/`; nothing is downloaded): minimal
-CUTLASS 3 CollectiveBuilder instantiations of the same problem — bf16 A row-major and B row-major
-(MN-major for wgmma), f32 accumulate and C, 128 x 128 x 64 tile, cluster 1 x 1, 4 stages,
+Ours: `gemm_wgmma_kernel` (stdlib_kernels/gemm_wgmma.py) as `gemm(..., variant="wgmma")` launches it
+on a GPU (bf16, 4 stages), assembled for sm_90a.  Theirs (with `--cutlass DIR` or $CUTLASS_SRC
+naming a local CUTLASS checkout with `include/`; nothing is downloaded): minimal CUTLASS 3
+CollectiveBuilder instantiations of the same problem — bf16 A row-major and B row-major (MN-major
+for wgmma), f32 accumulate and C, 128 x 128 x 64 tile, cluster 1 x 1, 4 stages,
 `NoSmemWarpSpecialized` epilogue, one producer warpgroup issuing TMA — with either schedule:
-`KernelTmaWarpSpecialized` (one consumer warpgroup doing the 128 x 128 tile as two m64n128k16
-per k16) and `KernelTmaWarpSpecializedCooperative` (two consumer warpgroups of 64 rows, as
-ours), compiled with the nvcc wheel for sm_90a (about 15 s each).  CUTLASS needs libcu++ (`cuda/std/...`): the CCCL headers of the nvcc
-wheel or of a CUDA toolkit (`include/cccl`) are used when found.
+`KernelTmaWarpSpecialized` (one consumer warpgroup doing the 128 x 128 tile as two m64n128k16 per
+k16) and `KernelTmaWarpSpecializedCooperative` (two consumer warpgroups of 64 rows, as ours),
+compiled with the nvcc wheel for sm_90a (about 15 s each).  CUTLASS needs libcu++ (`cuda/std/...`):
+the CCCL headers of the nvcc wheel or of a CUDA toolkit (`include/cccl`) are used when found.
 
 For each kernel: registers, local memory, HGMMA / UTMALDG present, f64 instructions, and the
-consumer main loop — the loop with the most HGMMAs — once round, counting its instructions
-except those of the loops nested in it (the mbarrier try-wait retries, which run only while a
-stage is not ready; ptxas's ELECT loop round a TMA load that one thread issues counts once): instructions, HGMMA, SYNCS (mbarrier), WARPGROUP (wgmma fence / arrive /
-wait), BAR, and the normalised figure, main-loop instructions per HGMMA.  Per HGMMA the work is
-the same on both sides (m64n128k16: 64·128·16 MACs), so the figure compares the overhead each
-kernel spends around its tensor-core instructions.  The producer loop (the one with UTMALDG) is
-counted the same way.
+consumer main loop — the loop with the most HGMMAs — once round, counting its instructions except
+those of the loops nested in it (the mbarrier try-wait retries, which run only while a stage is not
+ready; ptxas's ELECT loop round a TMA load that one thread issues counts once): instructions, HGMMA,
+SYNCS (mbarrier), WARPGROUP (wgmma fence / arrive / wait), BAR, and the normalised figure, main-loop
+instructions per HGMMA.  Per HGMMA the work is the same on both sides (m64n128k16: 64·128·16 MACs),
+so the figure compares the overhead each kernel spends around its tensor-core instructions.  The
+producer loop (the one with UTMALDG) is counted the same way.
 """
 from __future__ import annotations
 

@@ -89,7 +89,7 @@ def ampere(monkeypatch):
     yield from _fake(monkeypatch, (8, 0))
 
 
-# ---- the CPU executor (1 stage) -------------------------------------------------------------------
+# ---- the CPU executor (1 stage) ------------------------------------------------------------------
 
 @pytest.mark.parametrize("dt", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
 def test_cpu_three_k_tiles_through_one_stage(cpu, monkeypatch, dt):
@@ -137,7 +137,7 @@ def test_a_misaligned_start_goes_to_mma_sync(cpu, monkeypatch):
     assert spy.names == ["gemm_tc_kernel"]
 
 
-# ---- a fake sm_90 GPU (4 stages, as on an H100) ----------------------------------------------------
+# ---- a fake sm_90 GPU (4 stages, as on an H100) --------------------------------------------------
 
 def test_hopper_every_stage_both_parities_and_ragged_edges(hopper, monkeypatch):
     """k = 584: 10 K steps (the last 8 wide) through 4 stages: stages 0 and 1 are filled three
@@ -174,7 +174,7 @@ def test_wgmma_on_an_sm80_gpu_says_what_to_use(ampere):
         sk.gemm(a, a, "wgmma")
 
 
-# ---- ptxas and SASS (sm_90a) -----------------------------------------------------------------------
+# ---- ptxas and SASS (sm_90a) ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("bf", [False, True], ids=["f16", "bf16"])
 @pytest.mark.parametrize("stages", [gw.CPU_STAGES, gw.GPU_STAGES])
@@ -200,7 +200,7 @@ def test_ptxas_sm90a_no_spills_hgmma_and_utmaldg(bf, stages):
     assert not any(is_f64(i) for i in ins)
 
 
-# ---- @pyptx.kernel(arch=...) -----------------------------------------------------------------------
+# ---- @pyptx.kernel(arch=...) ---------------------------------------------------------------------
 
 @pyptx.kernel(arch="sm_90a")
 def _pinned(x: pyptx.f32[:]):
@@ -245,7 +245,7 @@ def test_runs_on(kernel_arch, device_arch, ok):
     assert runs_on(kernel_arch, device_arch) is ok
 
 
-# ---- the SASS counting of benchmarks/bench_gemm_wgmma_sass.py (hand-made listing) -----------------
+# ---- the SASS counting of benchmarks/bench_gemm_wgmma_sass.py (hand-made listing) ----------------
 
 PRODUCER_CONSUMER = [
     "MOV R0, RZ",                                           # 0x00
@@ -276,7 +276,7 @@ def test_sass_count_skips_spin_waits_and_elect_wrappers():
     assert row.hgmma == 2 and row.utmaldg == 1 and not row.error
 
 
-# ---- generated shapes (CPU executor) --------------------------------------------------------------
+# ---- generated shapes (CPU executor) -------------------------------------------------------------
 
 from hypothesis import given, settings, strategies as hs  # noqa: E402
 
