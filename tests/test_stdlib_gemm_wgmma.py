@@ -128,6 +128,14 @@ def test_what_a_tensor_map_cannot_describe_goes_to_mma_sync(cpu, monkeypatch, sh
     assert "gemm_wgmma_kernel" not in spy.names
 
 
+@pytest.mark.parametrize("shape", [(0, 16, 8), (8, 16, 0)], ids=["m_zero", "n_zero"])
+def test_an_empty_result_launches_nothing(cpu, monkeypatch, shape):
+    spy = _Launches(monkeypatch)
+    m, k, n = shape
+    c = sk.gemm(np.ones((m, k), np.float16), np.ones((k, n), np.float16), "wgmma")
+    assert c.shape == (m, n) and c.dtype == np.float32 and spy.names == []
+
+
 def test_a_misaligned_start_goes_to_mma_sync(cpu, monkeypatch):
     spy = _Launches(monkeypatch)
     buf = _halves(16 * 24 + 1, np.float16)
