@@ -319,7 +319,7 @@ def compile_kernel(k: Kernel, *, arch=None, constexprs=None, signature=None, opt
         raise CompileError(f"arch must be a string like 'sm_80', got {shown(arch)}; pass "
                            f"e.g. arch='sm_80'",
                            **_where(k.py_func))
-    arch = check_arch(arch or default_arch())
+    arch = check_arch(arch or getattr(k, "arch", None) or default_arch())
     opt_level = k.opt_level if opt_level is None else opt_level
     fma = k.fma if fma is None else fma
     fastmath = getattr(k, "fastmath", False) if fastmath is None else fastmath

@@ -43,8 +43,11 @@ class KernelBase:
 
     def __init__(self, py_func, *, fma: bool = True, opt_level: int = 2,
                  constexprs: dict | None = None, signature=None, name: str | None = None,
-                 fastmath: bool = False):
+                 fastmath: bool = False, arch: str | None = None):
         self.py_func = py_func
+        #: the target this kernel is compiled for when the caller names none (`@pyptx.kernel(
+        #: arch="sm_90a")`: a kernel using arch-specific instructions); None: the current GPU's
+        self.arch = arch
         self._name = name or py_func.__name__
         self.fma = fma
         self.fastmath = fastmath        # approximate f32 '/', sqrt, exp, log, sin, cos

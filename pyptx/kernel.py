@@ -49,7 +49,8 @@ class Kernel(KernelBase):
         """A new Kernel with some constexpr parameters fixed: `k.specialize(BLOCK=128)`."""
         merged = {**self.constexprs, **constexprs}
         return Kernel(self.py_func, fma=self.fma, opt_level=self.opt_level, constexprs=merged,
-                      signature=self.signature, name=self.name, fastmath=self.fastmath)
+                      signature=self.signature, name=self.name, fastmath=self.fastmath,
+                      arch=self.arch)
 
     def __getitem__(self, config) -> "_LaunchConfig":
         if not isinstance(config, tuple) or len(config) != 2:
@@ -95,14 +96,24 @@ def _load_launch():
 
 
 def kernel(fn=None, *, fma: bool = True, opt_level: int = 2, signature=None,
-           fastmath: bool = False):
+           fastmath: bool = False, arch: str | None = None):
     """Decorator: `@pyptx.kernel` or `@pyptx.kernel(fma=False, opt_level=1)`;
     `fastmath=True` trades IEEE f32 division, square root and exp/log/sin/cos for the PTX
-    approximations (docs/language.md, "fastmath")."""
+    approximations (docs/language.md, "fastmath").  `arch="sm_90a"` pins the target: the kernel
+    is compiled for it unless a `pyptx.compile(..., arch=)` names another, launches on the CPU
+    executor run that PTX, and a GPU launch needs a GPU the arch runs on (docs/launching.md)."""
+    if arch is not None and not isinstance(arch, str):
+        _bad_arch(arch)             # its value is checked where it is compiled
     if fn is None:
         return lambda f: Kernel(f, fma=fma, opt_level=opt_level, signature=signature,
-                                fastmath=fastmath)
-    return Kernel(fn, fma=fma, opt_level=opt_level, signature=signature, fastmath=fastmath)
+                                fastmath=fastmath, arch=arch)
+    return Kernel(fn, fma=fma, opt_level=opt_level, signature=signature, fastmath=fastmath,
+                  arch=arch)
+
+
+def _bad_arch(arch):
+    raise CompileError(f"@pyptx.kernel(arch=...) takes a string like 'sm_90a', got "
+                       f"{type(arch).__name__}")
 
 
 def func(fn=None, *, inline: bool = True):

@@ -41,6 +41,24 @@ def arch_for_cc(major: int, minor: int) -> str:
     return f"sm_{best}"
 
 
+def runs_on(kernel_arch: str, device_arch: str) -> bool:
+    """Can PTX compiled for `kernel_arch` run on a GPU pyptx targets as `device_arch` (both
+    'sm_XY' with an optional suffix)?  Plain archs run on themselves and newer GPUs (the driver
+    JITs forward); an arch-specific one (`sm_90a`) runs only on exactly that compute capability;
+    a family one (`sm_100f`) on that major version at or above its minor."""
+    def split(a):
+        body = a[3:]
+        suffix = body[-1] if body[-1:].isalpha() else ""
+        return int(body[:len(body) - len(suffix)]), suffix
+    k, ks = split(kernel_arch)
+    d, _ = split(device_arch)
+    if ks == "a":
+        return k == d
+    if ks == "f":
+        return k // 10 == d // 10 and d >= k
+    return d >= k
+
+
 _default: dict = {}     # PYPTX_DEVICE value -> arch
 
 

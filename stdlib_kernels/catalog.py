@@ -3,6 +3,8 @@ Llama-style preset shapes used by the tests and the benchmark.
 
 Tests iterate `SPECIALISATIONS` to check that ptxas accepts each one (sm_80, sm_90) without
 spills; the benchmark prints their `ptxas -v` resources when no GPU is present.
+`ARCH_SPECIFIC` holds the kernels pinned to one arch-specific target (`@pyptx.kernel(arch=
+"sm_90a")`, which compiles for no other arch): the same check runs them for their own arch.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from .attention import (decode_attention_kernel, decode_merge_kernel, kv_kernel,
 from .elementwise import add_kernel
 from .gemm import TILED_THREADS, gemm_naive_kernel, gemm_tiled_kernel
 from .gemm_tc import gemm_tc_kernel
+from . import gemm_wgmma
 from .flash_attention import flash_attention_f32_kernel, flash_attention_tc_kernel
 from .flash_attention_wide import flash_attention_tc_wide_kernel, passes as wide_passes
 from .norms import layernorm_kernel, rmsnorm_kernel
@@ -154,3 +157,10 @@ SPECIALISATIONS: tuple[Specialisation, ...] = (
                                                    "v_pages")),
     *(Specialisation(f"add[VEC={v}]", add_kernel, {"VEC": v}) for v in (False, True)),
 )
+
+
+#: kernels pinned to an arch-specific target (`kernel.arch`), checked by ptxas for that arch only
+ARCH_SPECIFIC: tuple[Specialisation, ...] = tuple(
+    Specialisation(f"gemm_wgmma[{'bf16' if bf else 'f16'},STAGES={st}]",
+                   gemm_wgmma.gemm_wgmma_kernel, {"BF": bf, "STAGES": st}, gemm_wgmma.THREADS)
+    for bf in (False, True) for st in (gemm_wgmma.CPU_STAGES, gemm_wgmma.GPU_STAGES))

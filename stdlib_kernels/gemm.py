@@ -147,10 +147,19 @@ def gemm(a, b, variant: str = "tiled", *, out=None):
 
     `a` is `[m, k]`, `b` `[k, n]`, any sizes.  `variant` is `"naive"` (one thread per output) or
     `"tiled"` (shared-memory tiles, 4×4 register blocking).  `"tensor_core"` takes float16 (or
-    bfloat16) `a`, `b` and multiplies on tensor cores with float32 accumulation (gemm_tc.py).
+    bfloat16) `a`, `b` and multiplies on tensor cores with float32 accumulation: on an sm_90 GPU
+    (Hopper) with the TMA + wgmma kernel (gemm_wgmma.py), elsewhere (older GPUs, the CPU
+    executor) with mma.sync (gemm_tc.py).  `"wgmma"` asks for the Hopper kernel wherever the
+    launch runs (the CPU executor runs its sm_90a PTX).
     The result is a new float32 `[m, n]` array where the inputs live (or `out`).
     """
-    variant = V.choice("gemm", "variant", variant, VARIANTS + ("tensor_core",))
+    variant = V.choice("gemm", "variant", variant, VARIANTS + ("tensor_core", "wgmma"))
+    if variant == "tensor_core":
+        from .gemm_wgmma import hopper_launch
+        variant = "wgmma" if hopper_launch() else variant
+    if variant == "wgmma":
+        from .gemm_wgmma import gemm_wgmma
+        return gemm_wgmma(a, b, out)
     if variant == "tensor_core":
         from .gemm_tc import gemm_tensor_core
         return gemm_tensor_core(a, b, out)

@@ -136,6 +136,18 @@ def _jit(ptx: str, arch: str):
     return hit
 
 
+_TARGET = re.compile(r"^\s*\.target\s+(sm_\d+)([af]?)", re.M)
+
+
+def _jit_arch(ptx: str, cc) -> str:
+    """The arch the driver's JIT compiles `ptx` for on a device of compute capability `cc`: the
+    device's own, or its arch-specific / family variant when the PTX targets that (a real driver
+    runs `.target sm_90a` PTX on a 9.0 GPU; ptxas then rejects any other mismatch, as it does)."""
+    own = f"sm_{cc[0]}{cc[1]}"
+    m = _TARGET.search(ptx)
+    return own + m.group(2) if m and m.group(1) == own and m.group(2) else own
+
+
 def _max_threads_for(registers: int) -> int:
     """CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK for a register count (64 Ki registers per block,
     allocated per warp in units of 256)."""
@@ -437,7 +449,7 @@ class FakeDriver:
             e = R.CUDA_ERROR_UNSUPPORTED_PTX_VERSION
         resources = {}
         if e is None and self.run_ptxas:
-            log, resources = _jit(ptx, f"sm_{self.cc[0]}{self.cc[1]}")
+            log, resources = _jit(ptx, _jit_arch(ptx, self.cc))
             if log is not None:
                 e = R.CUDA_ERROR_INVALID_PTX
         if e is not None:

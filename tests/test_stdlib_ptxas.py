@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import pyptx
-from stdlib_kernels.catalog import SPECIALISATIONS
+from stdlib_kernels.catalog import ARCH_SPECIFIC, SPECIALISATIONS
 
 
 def _ptxas_or_skip():
@@ -18,6 +18,15 @@ def _ptxas_or_skip():
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("spec", SPECIALISATIONS, ids=[s.label for s in SPECIALISATIONS])
 def test_kernel_assembles_without_spills(spec, arch):
+    _assembles_without_spills(spec, arch)
+
+
+@pytest.mark.parametrize("spec", ARCH_SPECIFIC, ids=[s.label for s in ARCH_SPECIFIC])
+def test_arch_specific_kernel_assembles_for_its_arch_without_spills(spec):
+    _assembles_without_spills(spec, spec.kernel.arch)
+
+
+def _assembles_without_spills(spec, arch):
     ck = pyptx.compile(spec.kernel, arch=arch, constexprs=spec.constexprs)
     assert f".visible .entry {spec.kernel.name}" in ck.ptx
     _ptxas_or_skip()

@@ -17,6 +17,7 @@ import threading
 import numpy as np
 
 from .. import types as T
+from ..target import runs_on
 from ..errors import CompileError, DeviceError, LaunchError
 from . import checking, profile
 from .envvars import env_reader
@@ -375,7 +376,15 @@ class _Binder:
 
     def _build(self, args, dev, cx, inferred) -> "_Plan":
         from .. import compiler
-        arch = profile.current_arch() if dev == "gpu" else None    # the current device's
+        arch = device = profile.current_arch() if dev == "gpu" else None  # the device's
+        pinned = getattr(self.kernel, "arch", None)
+        if pinned is not None:          # @pyptx.kernel(arch=...): that PTX, on the CPU too
+            if arch is not None and not runs_on(pinned, arch):
+                raise LaunchError(f"{self.kernel.name} is compiled for {pinned} "
+                                  f"(@pyptx.kernel(arch={pinned!r})), which does not run on "
+                                  f"this GPU ({arch}); launch it on a GPU {pinned} runs on, or "
+                                  f"on the CPU executor (PYPTX_DEVICE=cpu)")
+            arch = pinned
         for _ in range(3):
             try:
                 ck = compiler.compile_kernel(self.kernel, arch=arch, constexprs=cx or None,
@@ -386,7 +395,7 @@ class _Binder:
                 # that runs it: the CPU executor (any arch), or a GPU of that arch's family
                 # (an sm_90 GPU runs sm_90a code)
                 want = getattr(e, "needs_arch", None)
-                if want is None or not (dev != "gpu" or arch == want.rstrip("a")):
+                if want is None or not (device is None or runs_on(want, device)):
                     raise
                 arch = want
         return _Plan(ck, dev, [i for i in range(self.nargs) if i not in self.constexpr_pos],
