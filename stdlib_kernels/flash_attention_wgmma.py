@@ -1,0 +1,303 @@
+"""Hopper FlashAttention (sm_90a): forward attention for float16 / bfloat16 q, k, v with head_dim
+64 or 128 on TMA, mbarriers and warpgroup MMA, in FlashAttention-3's structure.
+
+A block of NWG·128 + 32 threads owns NWG·64 query rows of one head:
+
+* the last warp is the producer: one of its threads loads the block's Q tile once (TMA, one
+  mbarrier), then streams the K and V tiles of BKV keys into a ring of STAGES shared-memory
+  stages, each guarded by a "full" mbarrier (arrive.expect_tx of the stage's bytes, completed by
+  the copies) and an "empty" one (an arrival of every consumer thread once its warpgroup's MMAs
+  have read the stage);
+* warpgroup w (warps 4w .. 4w+3) owns query rows 64w .. 64w+63 of the block.  Per key tile:
+  S = Q Kᵀ by `wgmma m64n{BKV}k16` with Q and K both read from shared memory through matrix
+  descriptors (K-major: Q is [rows, d], K is [keys, d]); the mask and online-softmax step in f32
+  on the S accumulators (`_flash_tile.softmax_tile`: the wgmma D fragment of a warp is the
+  m16n8 C fragment of the mma.sync kernel, n-tile by n-tile, so the same code applies: a row's
+  values live in a quad of lanes); P packed to f16/bf16 A fragments in registers (the wgmma
+  register-A layout is the m16n8k16 A layout); O = O·a + P V by `wgmma m64n{D}k16` with A from
+  registers and V through a descriptor (V is [keys, d]: MN-major for B, `trans_b`).  Finally
+  O / l is stored as f16/bf16 (`_flash_tile.finish`).
+
+Every tile is 128-byte swizzled: a row of 64 halves is 128 bytes, so d = 128 is two boxes of
+64 columns.  Q and K (K-major): 8-row groups 1024 bytes apart (SBO), a k16 slice is 32 bytes on
+inside the swizzled row, the second 64-column box BKV·128 (K) or 64·128 (Q) bytes on.  V
+(MN-major): the 64-column boxes are LBO = BKV·128 bytes apart, 8-key groups SBO = 1024 bytes,
+a k16 slice of keys 2048 bytes on.
+
+Causal (aligned to the end), a sliding window and grouped-query heads follow
+`flash_attention.py`: the producer loads the tiles some row of the block needs; a warpgroup
+computes the tiles its own rows need (unmasked ones in one loop, the ones crossing the
+diagonal, the window's edge or the end of the keys in a masked one) and only releases the
+others (it must still wait for them to land before it arrives, or its arrival would count
+towards the stage's previous use).  TMA's out-of-bounds zeros cover ragged seq_q / seq_k: keys
+past the end are masked, rows past the end are not stored.  softcap= applies to the scores as
+in `_flash_tile`.
+
+Shared memory (dynamic): Q (NWG·64·d halves), STAGES K tiles, STAGES V tiles (BKV·d halves
+each), then 2·STAGES + 1 mbarriers; every tile starts at a multiple of 1024 bytes.  A GPU
+launch uses two consumer warpgroups, BKV = 128 and two stages (d = 128: 160 KiB); the CPU
+executor grants 48 KiB a block, so its launches use a smaller configuration of the same kernel
+(`config`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import pyptx
+from pyptx import block_idx, f32, i32, thread_idx, u16
+
+from . import _validate as V
+from ._flash_tile import MASKED, NEG_INF, PLAIN, finish, softmax_tile
+
+WG_ROWS = 64                     # query rows of a consumer warpgroup
+SW = 64                          # halves per 128-byte swizzled row (one TMA box's width)
+HEAD_DIMS = (64, 128)
+
+
+def config(d: int, gpu: bool) -> tuple[int, int, int]:
+    """(NWG consumer warpgroups, BKV keys per tile, STAGES) for head_dim d: on a GPU, FA3's
+    two warpgroups and 128-key tiles in a 2-stage ring; on the CPU executor (48 KiB a block)
+    two warpgroups, 32-key tiles (d = 64: 32 KiB) or one warpgroup, 16-key tiles (d = 128:
+    32 KiB), both with two stages so that every stage and both parities run."""
+    if gpu:
+        return 2, 128, 2
+    return (2, 32, 2) if d == 64 else (1, 16, 2)
+
+
+def shared_bytes(d: int, nwg: int, bkv: int, stages: int) -> int:
+    """Dynamic shared memory of a launch: Q, the K and V rings, 2·stages + 1 mbarriers."""
+    return 2 * (nwg * WG_ROWS * d + 2 * stages * bkv * d) + 8 * (2 * stages + 1)
+
+
+def threads(nwg: int) -> int:
+    return nwg * 128 + 32
+
+
+@pyptx.func
+def _quads(acc, N: pyptx.constexpr):
+    """A wgmma D tuple (N/2 f32) as N/8 m16n8 fragments (4 f32: rows g, g, g+8, g+8)."""
+    q = ()
+    for j in pyptx.static_range(N // 8):
+        q = q + ((acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]),)
+    return q
+
+
+@pyptx.func
+def _scaled(o, a0: f32, a1: f32, N: pyptx.constexpr):
+    """O (a wgmma D tuple) times its rows' factors: a0 for row g, a1 for row g + 8."""
+    no = ()
+    for j in pyptx.static_range(N // 8):
+        no = no + (o[4 * j] * a0, o[4 * j + 1] * a0, o[4 * j + 2] * a1, o[4 * j + 3] * a1)
+    return no
+
+
+@pyptx.func
+def _release(bars, st, STAGES: pyptx.constexpr):
+    """A tile this warpgroup's rows do not need: wait until it has landed (so the producer has
+    seen the stage's previous use released), then release it."""
+    o, m0, m1, l0, l1, s, ph = st
+    pyptx.mbarrier_wait(bars, s, ph)
+    pyptx.mbarrier_arrive(bars, STAGES + s)
+    s += 1
+    if s == STAGES:
+        s = 0
+        ph ^= 1
+    return o, m0, m1, l0, l1, s, ph
+
+
+@pyptx.func
+def _step(bars, st, t: i32, q_desc, k_desc, v_desc, qw: i32, row0: i32, t2: i32, sk: i32,
+          shift: i32, c: f32, D: pyptx.constexpr, BKV: pyptx.constexpr,
+          STAGES: pyptx.constexpr, causal: pyptx.constexpr, bf: pyptx.constexpr,
+          MASK: pyptx.constexpr, WINDOW: pyptx.constexpr, SOFTCAP: pyptx.constexpr):
+    """Key tile t (in ring stage s, phase parity ph): S = Q Kᵀ, softmax step, O = O a + P V,
+    release the stage.  st = (o, m0, m1, l0, l1, s, ph) in and out."""
+    o, m0, m1, l0, l1, s, ph = st
+    pyptx.mbarrier_wait(bars, s, ph)
+    off = pyptx.u64(pyptx.u32(s) * (BKV * D * 2 // 16))     # a stage's bytes >> 4
+    pyptx.wgmma_fence()
+    sacc = (0.0,) * (BKV // 2)
+    for kk in pyptx.static_range(D // 16):
+        # k16 slice kk: 32 bytes on in the swizzled row, the next 64-column box after 4
+        sacc = pyptx.wgmma(q_desc + (kk // 4) * (WG_ROWS * 128 // 16) + 2 * (kk % 4),
+                           k_desc + off + (kk // 4) * (BKV * 128 // 16) + 2 * (kk % 4),
+                           sacc, atype="bf16" if bf else "f16", scale_d=kk > 0)
+    pyptx.wgmma_commit()
+    pyptx.wgmma_wait(0)
+    pf, a0, a1, m0, m1, l0, l1, need = softmax_tile(_quads(sacc, BKV), t * BKV, qw, row0, t2,
+                                                    sk, shift, m0, m1, l0, l1, c, BKV // 8,
+                                                    causal, bf, MASK, WINDOW, SOFTCAP)
+    if need:
+        o = _scaled(o, a0, a1, D)
+    pyptx.wgmma_fence()
+    for kk in pyptx.static_range(BKV // 16):
+        pa = (pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0], pf[2 * kk + 1][1])
+        o = pyptx.wgmma(pa, v_desc + off + kk * (16 * 128 // 16), o,
+                        atype="bf16" if bf else "f16", trans_b=True)
+    pyptx.wgmma_commit()
+    pyptx.wgmma_wait(0)
+    pyptx.mbarrier_arrive(bars, STAGES + s)
+    s += 1
+    if s == STAGES:
+        s = 0
+        ph ^= 1
+    return o, m0, m1, l0, l1, s, ph
+
+
+def flash_attention_wgmma_kernel(out: u16[:, :, :], qmap: pyptx.tensormap,
+                                 kmap: pyptx.tensormap, vmap: pyptx.tensormap, sq: i32, sk: i32,
+                                 group: i32, scale_log2: f32, D: pyptx.constexpr,
+                                 NWG: pyptx.constexpr, BKV: pyptx.constexpr,
+                                 STAGES: pyptx.constexpr, causal: pyptx.constexpr,
+                                 bf: pyptx.constexpr, WINDOW: pyptx.constexpr,
+                                 SOFTCAP: pyptx.constexpr):
+    """out[bh] = attention(q[bh], k[bh // group], v[bh // group]) for NWG·64 query rows, from
+    the tensor maps of q [b·h, sq, D] (box 1 x 64 x 64) and k, v [b·hk, sk, D] (box 1 x BKV x
+    64), all 128-byte swizzled; f16 (bf False) or bf16 bits; scale_log2 = scale·log2(e) > 0.
+    WINDOW / SOFTCAP: 0 is off (`flash_attention_wgmma_kernel` is this with both off)."""
+    ring = pyptx.shared.dynamic(u16)
+    QH = NWG * WG_ROWS * D                   # halves of the Q tile
+    KV = BKV * D                             # halves of one K (or V) stage
+    k_base = QH
+    v_base = QH + STAGES * KV
+    bars = pyptx.shared.dynamic(pyptx.u64)[(QH + 2 * STAGES * KV) // 4:]  # full, empty, q
+    tid = thread_idx.x
+    warp = tid >> 5
+    bh = block_idx.y
+    kvh = bh // group
+    q0 = block_idx.x * (NWG * WG_ROWS)
+    shift = sk - sq
+    # the block's key tiles: [t_lo, nt) (causal: up to its last row's last key; window: from
+    # its first row's first key)
+    kv_end = sk
+    if causal:
+        kv_end = max(min(sk, q0 + NWG * WG_ROWS + shift), 0)
+    nt = (kv_end + BKV - 1) // BKV
+    t_lo = 0
+    if WINDOW:
+        t_lo = min(max(q0 + shift - WINDOW + 1, 0) // BKV, nt)
+    if tid == 0:
+        for i in pyptx.static_range(STAGES):
+            pyptx.mbarrier_init(bars, i, 1)
+            pyptx.mbarrier_init(bars, STAGES + i, NWG * 128)
+        pyptx.mbarrier_init(bars, 2 * STAGES, 1)
+        pyptx.fence_mbarrier_init()
+    pyptx.syncthreads()
+    if warp == NWG * 4:
+        if tid == NWG * 128:
+            pyptx.mbarrier_arrive_expect_tx(bars, 2 * STAGES, QH * 2)
+            for w in pyptx.static_range(NWG):
+                for cb in pyptx.static_range(D // SW):
+                    pyptx.tma_load(ring, (w * (D // SW) + cb) * (WG_ROWS * SW), qmap,
+                                   (bh, q0 + w * WG_ROWS, cb * SW), bars, 2 * STAGES)
+            s = 0
+            ph = 0
+            for t in range(t_lo, nt):
+                if t - t_lo >= STAGES:            # the consumers released the stage's last use
+                    pyptx.mbarrier_wait(bars, STAGES + s, ph ^ 1)
+                pyptx.mbarrier_arrive_expect_tx(bars, s, KV * 4)
+                for cb in pyptx.static_range(D // SW):
+                    pyptx.tma_load(ring, k_base + s * KV + cb * (BKV * SW), kmap,
+                                   (kvh, t * BKV, cb * SW), bars, s)
+                    pyptx.tma_load(ring, v_base + s * KV + cb * (BKV * SW), vmap,
+                                   (kvh, t * BKV, cb * SW), bars, s)
+                s += 1
+                if s == STAGES:
+                    s = 0
+                    ph ^= 1
+    else:
+        wg = pyptx.shfl_idx(warp >> 2, 0)    # warp-uniform: descriptors stay in uniform regs
+        lane = tid & 31
+        t2 = (lane & 3) * 2
+        qw = q0 + wg * WG_ROWS                   # this warpgroup's first row
+        row0 = qw + (warp & 3) * 16 + (lane >> 2)
+        q_desc = pyptx.wgmma_desc(ring, wg * (WG_ROWS * D), swizzle=128, lbo=16, sbo=1024)
+        k_desc = pyptx.wgmma_desc(ring, k_base, swizzle=128, lbo=16, sbo=1024)
+        v_desc = pyptx.wgmma_desc(ring, v_base, swizzle=128, lbo=BKV * 128, sbo=1024)
+        # this warpgroup's tiles: [t_first, nw) computed, the rest of [t_lo, nt) released;
+        # [n_plain_lo, n_plain) need no mask
+        nw = nt
+        if causal:
+            nw = (max(min(sk, qw + WG_ROWS + shift), 0) + BKV - 1) // BKV
+        t_first = t_lo
+        w_end = t_lo
+        if WINDOW:
+            t_first = min(max(qw + shift - WINDOW + 1, 0) // BKV, nw)
+            w_end = max(qw + WG_ROWS - 1 + shift - WINDOW + BKV, 0) // BKV
+        n_plain = sk // BKV
+        if causal:
+            n_plain = min(n_plain, max((qw + shift + 1) // BKV, 0))
+        n_plain = min(n_plain, nw)
+        st = ((0.0,) * (D // 2), NEG_INF, NEG_INF, 0.0, 0.0, 0, 0)
+        pyptx.mbarrier_wait(bars, 2 * STAGES, 0)             # Q has landed
+        if WINDOW:
+            for t in range(t_lo, t_first):
+                st = _release(bars, st, STAGES)
+            for t in range(t_first, min(w_end, nw)):
+                st = _step(bars, st, t, q_desc, k_desc, v_desc, qw, row0, t2, sk, shift,
+                           scale_log2, D, BKV, STAGES, causal, bf, MASKED, WINDOW, SOFTCAP)
+            for t in range(max(w_end, t_first), n_plain):
+                st = _step(bars, st, t, q_desc, k_desc, v_desc, qw, row0, t2, sk, shift,
+                           scale_log2, D, BKV, STAGES, causal, bf, PLAIN, WINDOW, SOFTCAP)
+            for t in range(max(max(n_plain, w_end), t_first), nw):
+                st = _step(bars, st, t, q_desc, k_desc, v_desc, qw, row0, t2, sk, shift,
+                           scale_log2, D, BKV, STAGES, causal, bf, MASKED, WINDOW, SOFTCAP)
+        else:
+            for t in range(n_plain):
+                st = _step(bars, st, t, q_desc, k_desc, v_desc, qw, row0, t2, sk, shift,
+                           scale_log2, D, BKV, STAGES, causal, bf, PLAIN, 0, SOFTCAP)
+            for t in range(n_plain, nw):
+                st = _step(bars, st, t, q_desc, k_desc, v_desc, qw, row0, t2, sk, shift,
+                           scale_log2, D, BKV, STAGES, causal, bf, MASKED, 0, SOFTCAP)
+        for t in range(max(nw, t_first), nt):
+            st = _release(bars, st, STAGES)
+        o, m0, m1, l0, l1, s, ph = st
+        finish(out, _quads(o, D), l0, l1, bh, row0, t2, D // 8, bf)
+
+
+#: both options off: the kernel's launch signature and code before they existed
+flash_attention_wgmma_kernel = pyptx.kernel(flash_attention_wgmma_kernel, arch="sm_90a"
+                                            ).specialize(WINDOW=0, SOFTCAP=0.0)
+
+
+def tma_ok(x) -> bool:
+    """Can a tensor map describe this [b·h, seq, d] array of 16-bit elements?  C-contiguous
+    with a 16-byte aligned start (rows of d = 64 or 128 halves are 16-byte multiples)."""
+    if V.is_device(x):      # the CPU executor's DeviceArrays keep a host copy (same offsets)
+        ptr = x.device_pointer if x._host is None else x._host.ctypes.data
+    else:
+        if not x.flags.c_contiguous:
+            return False
+        ptr = x.ctypes.data
+    return ptr % 16 == 0
+
+
+def usable(q3, k3, v3) -> bool:
+    """Does the Hopper kernel take these validated arrays (head_dim 64 / 128, tensor maps)?"""
+    return q3.shape[2] in HEAD_DIMS and all(tma_ok(x) for x in (q3, k3, v3))
+
+
+def flash_attention_wgmma_arrays(kind: str, q3, k3, v3, group: int, causal: bool,
+                                 scale_log2: np.float32, out, window: int = 0,
+                                 softcap: float = 0.0, cfg: tuple[int, int, int] | None = None):
+    """The launch on validated [b·h, seq, d] uint16 arrays (`usable`), scale_log2 > 0 (the
+    caller's `_positive_scale`), into `out` ([b·h, seq_q, d] uint16).  cfg: (NWG, BKV, STAGES),
+    default `config` for where the launch runs."""
+    from .attention import kv_kernel
+    from .gemm_wgmma import launch_arch
+    bh, sq, d = q3.shape
+    sk = k3.shape[1]
+    gpu = launch_arch() is not None
+    nwg, bkv, stages = config(d, gpu) if cfg is None else cfg
+    if gpu:       # a tensor map for a GPU launch describes device memory: host inputs go there
+        q3, k3, v3 = (x if V.is_device(x) else pyptx.to_device(x) for x in (q3, k3, v3))
+    qmap = pyptx.TensorMap(q3, (1, WG_ROWS, SW), swizzle=128)
+    kmap = pyptx.TensorMap(k3, (1, bkv, SW), swizzle=128)
+    vmap = pyptx.TensorMap(v3, (1, bkv, SW), swizzle=128)
+    kern = flash_attention_wgmma_kernel
+    if window or softcap:
+        kern = kv_kernel(kern, WINDOW=window, SOFTCAP=softcap)
+    kern[(V.ceil_div(sq, nwg * WG_ROWS), bh), threads(nwg)](
+        out, qmap, kmap, vmap, sq, sk, group, scale_log2, d, nwg, bkv, stages, bool(causal),
+        kind == "bf16", shared_mem=shared_bytes(d, nwg, bkv, stages))
+    return out
