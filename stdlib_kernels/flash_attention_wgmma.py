@@ -47,7 +47,9 @@ import pyptx
 from pyptx import block_idx, f32, i32, thread_idx, u16
 
 from . import _validate as V
-from ._flash_tile import MASKED, NEG_INF, PLAIN, finish, softmax_tile
+from ._flash_tile import F32_MAX, LOG2E, MASKED, NEG_INF, PLAIN, finish
+
+INF = float("inf")
 
 WG_ROWS = 64                     # query rows of a consumer warpgroup
 SW = 64                          # halves per 128-byte swizzled row (one TMA box's width)
@@ -92,6 +94,77 @@ def _scaled(o, a0: f32, a1: f32, N: pyptx.constexpr):
 
 
 @pyptx.func
+def _softcap(sacc, k: f32, N: pyptx.constexpr, SOFTCAP: pyptx.constexpr):
+    """Raw scores -> C·tanh(s·k), C = SOFTCAP·log2 e, k = scale·log2 e / C: the capped logits
+    SOFTCAP·tanh(s·scale / SOFTCAP) in base-2 units (as `_flash_tile`)."""
+    ns = ()
+    for i in pyptx.static_range(N // 2):
+        ns = ns + (SOFTCAP * LOG2E * pyptx.math.tanh(sacc[i] * k),)
+    return ns
+
+
+@pyptx.func
+def _mask(sacc, kv0: i32, row0: i32, t2: i32, sk: i32, shift: i32, N: pyptx.constexpr,
+          causal: pyptx.constexpr, WINDOW: pyptx.constexpr):
+    """-inf for keys past the end, (causal) after the row's last key, (WINDOW) not after its
+    last key - WINDOW; `&` of the tests, not `and`: no branches (module docstring)."""
+    ns = ()
+    for j in pyptx.static_range(N // 8):
+        for e in pyptx.static_range(4):
+            col = kv0 + 8 * j + t2 + (e & 1)
+            row = row0 + 8 * (e >> 1)
+            ok = col < sk
+            if causal:
+                ok = ok & (col <= row + shift)
+            if WINDOW:
+                ok = ok & (col > row + shift - WINDOW)
+            # x if ok else -inf, as min(x, ±inf): `x if c else y` is a branch in the IR
+            ns = ns + (min(sacc[4 * j + e], (f32(ok) - 0.5) * INF),)
+    return ns
+
+
+@pyptx.func
+def _row_max(sacc, m: f32, h: pyptx.constexpr, N: pyptx.constexpr):
+    """max(m, the scores of row half h (0: row g, 1: row g + 8) of the tile), over the quad."""
+    for j in pyptx.static_range(N // 8):
+        m = max(m, max(sacc[4 * j + 2 * h], sacc[4 * j + 2 * h + 1]))
+    for i in pyptx.static_range(2):
+        m = max(m, pyptx.shfl_xor(m, 1 << i))
+    return m
+
+
+@pyptx.func
+def _online_softmax(sacc, m0: f32, m1: f32, l0: f32, l1: f32, c: f32, N: pyptx.constexpr,
+                    bf: pyptx.constexpr):
+    """The online-softmax step on the tile's (masked) raw scores: the rows' running maxima m
+    (raw scores), p = 2^((s - m)·c) <= 1, O's factors a = 2^((m_old - m)·c) (0 while a row
+    has seen no key: 0 · a), l = l·a + Σp -> (pf, a0, a1, m0, m1, l0, l1); pf: P packed as m16n8k16
+    A-fragment words, two per 8-key n-tile.  No branches: every warp of the warpgroup runs the
+    same instructions (module docstring)."""
+    n0 = _row_max(sacc, m0, 0, N)
+    n1 = _row_max(sacc, m1, 1, N)
+    # -inf (a row that has seen no key) as the most negative f32: its p are 2^-inf = 0, its
+    # a = 2^((-F32_MAX - n)·c) <= 1 meets O = l = 0; no -inf - -inf
+    b0 = max(n0, -F32_MAX)
+    b1 = max(n1, -F32_MAX)
+    a0 = pyptx.math.fast_exp2((max(m0, -F32_MAX) - b0) * c)
+    a1 = pyptx.math.fast_exp2((max(m1, -F32_MAX) - b1) * c)
+    l0 = l0 * a0
+    l1 = l1 * a1
+    pf = ()
+    for j in pyptx.static_range(N // 8):
+        p0 = pyptx.math.fast_exp2((sacc[4 * j] - b0) * c)
+        p1 = pyptx.math.fast_exp2((sacc[4 * j + 1] - b0) * c)
+        p2 = pyptx.math.fast_exp2((sacc[4 * j + 2] - b1) * c)
+        p3 = pyptx.math.fast_exp2((sacc[4 * j + 3] - b1) * c)
+        l0 = l0 + p0 + p1
+        l1 = l1 + p2 + p3
+        pf = pf + ((pyptx.pack2(p0, p1, pyptx.bf16 if bf else pyptx.f16),
+                    pyptx.pack2(p2, p3, pyptx.bf16 if bf else pyptx.f16)),)
+    return pf, a0, a1, n0, n1, l0, l1
+
+
+@pyptx.func
 def _release(bars, st, STAGES: pyptx.constexpr):
     """A tile this warpgroup's rows do not need: wait until it has landed (so the producer has
     seen the stage's previous use released), then release it."""
@@ -124,11 +197,13 @@ def _step(bars, st, t: i32, q_desc, k_desc, v_desc, qw: i32, row0: i32, t2: i32,
                            sacc, atype="bf16" if bf else "f16", scale_d=kk > 0)
     pyptx.wgmma_commit()
     pyptx.wgmma_wait(0)
-    pf, a0, a1, m0, m1, l0, l1, need = softmax_tile(_quads(sacc, BKV), t * BKV, qw, row0, t2,
-                                                    sk, shift, m0, m1, l0, l1, c, BKV // 8,
-                                                    causal, bf, MASK, WINDOW, SOFTCAP)
-    if need:
-        o = _scaled(o, a0, a1, D)
+    if SOFTCAP:             # capped logits in base-2 units, then c = 1
+        sacc = _softcap(sacc, c * (1.0 / (SOFTCAP * LOG2E)), BKV, SOFTCAP)
+        c = 1.0
+    if MASK == MASKED:
+        sacc = _mask(sacc, t * BKV, row0, t2, sk, shift, BKV, causal, WINDOW)
+    pf, a0, a1, m0, m1, l0, l1 = _online_softmax(sacc, m0, m1, l0, l1, c, BKV, bf)
+    o = _scaled(o, a0, a1, D)
     pyptx.wgmma_fence()
     for kk in pyptx.static_range(BKV // 16):
         pa = (pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0], pf[2 * kk + 1][1])
