@@ -32,12 +32,19 @@ from cuda.bindings import driver as _real
 
 R = _real.CUresult
 _PARAM_SIZE = {"u64": 8, "s64": 8, "b64": 8, "f64": 8, "u32": 4, "s32": 4, "b32": 4, "f32": 4,
-               "u16": 2, "s16": 2, "b16": 2, "f16": 2, "u8": 1, "s8": 1, "b8": 1}
+               "u16": 2, "s16": 2, "b16": 2, "f16": 2, "u8": 1, "s8": 1, "b8": 1,
+               "b8[128]": 128}
 _PARAM_FMT = {"u64": "<Q", "s64": "<q", "b64": "<Q", "f64": "<d", "u32": "<I", "s32": "<i",
               "b32": "<I", "f32": "<f", "u16": "<H", "s16": "<h", "b16": "<H", "f16": "<e",
-              "u8": "<B", "s8": "<b", "b8": "<B"}
+              "u8": "<B", "s8": "<b", "b8": "<B", "b8[128]": "128s"}
 _ENTRY = re.compile(r"\.entry\s+([\w$]+)\s*\((.*?)\)", re.S)
-_PARAM = re.compile(r"\.param\s+\.(\w+)\s+([\w$]+)")
+_PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+([\w$]+)(\[\d+\])?")
+
+
+def _params(body) -> list:
+    """[(ptx type, name)] of an entry's `.param` list; a by-value byte array (a tensor map,
+    `.param .align 64 .b8 tm[128]`) has the type 'b8[128]'."""
+    return [(t + dims, n) for t, n, dims in _PARAM.findall(body)]
 _VERSION = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)", re.M)
 
 
@@ -455,8 +462,7 @@ class FakeDriver:
                 buf[k] = 0
             return (e, None)
         handle = _real.CUmodule(0x3000 + len(self.modules))
-        self.modules[handle] = {name: _PARAM.findall(body)
-                                for name, body in _ENTRY.findall(ptx)}
+        self.modules[handle] = {name: _params(body) for name, body in _ENTRY.findall(ptx)}
         self.module_resources[handle] = resources
         self.module_ptx[handle] = ptx
         self.module_ctx[handle] = self.current()
@@ -691,6 +697,80 @@ class FakeDriver:
             e = R.CUDA_ERROR_NOT_READY
         return (e, None) if e is not None else (R.CUDA_SUCCESS, 0.25 * (int(end) - int(start)))
 
+    # -- tensor maps -------------------------------------------------------------------------------
+    CUtensorMapDataType = _real.CUtensorMapDataType
+    CUtensorMapInterleave = _real.CUtensorMapInterleave
+    CUtensorMapSwizzle = _real.CUtensorMapSwizzle
+    CUtensorMapL2promotion = _real.CUtensorMapL2promotion
+    CUtensorMapFloatOOBfill = _real.CUtensorMapFloatOOBfill
+
+    def cuTensorMapEncodeTiled(self, dtype, rank, address, dims, strides, box, elem_strides,
+                               interleave, swizzle, l2, oob):
+        """The driver's argument rules (CUDA driver API, cuTensorMapEncodeTiled), checked here
+        on their own, for the tiled non-interleaved maps of the data types up to BFLOAT16; the
+        map it returns holds the CPU executor's encoding (pyptx/runtime/cpu/tma.py), so a
+        launch of this fake can run the copies.  Needs compute capability 9.0 like the real
+        call.  Every broken rule is CUDA_ERROR_INVALID_VALUE (`self.last_tensormap_error` says
+        which)."""
+        from pyptx.runtime.cpu.tma import encode
+        e = self._call("cuTensorMapEncodeTiled", dtype, rank, address, dims, strides, box,
+                       elem_strides, interleave, swizzle, l2, oob)
+        if e is not None:
+            return (e, None)
+        why = self._tensormap_rule(int(dtype), rank, int(address), list(dims), list(strides),
+                                   list(box), list(elem_strides), int(interleave),
+                                   int(swizzle), int(l2), int(oob))
+        self.last_tensormap_error = why
+        if why is not None:
+            return (R.CUDA_ERROR_INVALID_VALUE, None)
+        raw = encode(int(dtype), int(address), [int(d) for d in dims],
+                     [int(s) for s in strides], [int(b) for b in box],
+                     [int(x) for x in elem_strides], int(swizzle), int(interleave), int(l2),
+                     int(oob))
+        tmap = _real.CUtensorMap()
+        tmap.opaque = list(struct.unpack("<16Q", raw))
+        return (R.CUDA_SUCCESS, tmap)
+
+    _ELEM = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2}
+
+    def _tensormap_rule(self, dtype, rank, address, dims, strides, box, elem_strides,
+                        interleave, swizzle, l2, oob):
+        if self.cc < (9, 0):
+            return "tensor maps need compute capability 9.0"
+        if dtype not in self._ELEM:
+            return "data type"
+        es = self._ELEM[dtype]
+        if not isinstance(rank, int) or not 1 <= rank <= 5:
+            return "rank 1..5"
+        if (len(dims), len(strides), len(box), len(elem_strides)) != (rank, rank - 1, rank,
+                                                                       rank):
+            return "array lengths"
+        if address % 16 or address == 0:
+            return "globalAddress 16-byte aligned"
+        if self._allocation_at(address) is None:
+            return "globalAddress in device memory"
+        if any(not 0 < d <= 2**32 for d in dims):
+            return "globalDim 1..2^32"
+        if any(s % 16 or not 0 < s < 2**40 for s in strides):
+            return "globalStrides multiples of 16 below 2^40"
+        if any(not 0 < b <= 256 for b in box):
+            return "boxDim 1..256"
+        if interleave != 0:
+            return "interleave NONE only (this fake)"
+        if box[0] * es % 16:
+            return "boxDim[0] * elementSize a multiple of 16"
+        if any(not 0 < x <= 8 for x in elem_strides):
+            return "elementStrides 1..8"
+        if swizzle not in (0, 1, 2, 3):
+            return "swizzle NONE/32B/64B/128B (this fake)"
+        if swizzle and box[0] * es > (32, 64, 128)[swizzle - 1]:
+            return "box inner dimension <= swizzle span"
+        if l2 not in (0, 1, 2, 3) or oob not in (0, 1):
+            return "l2Promotion / oobFill"
+        if oob == 1 and dtype in (0, 1, 2, 3, 4, 5):
+            return "NaN OOB fill needs a float type"
+        return None
+
     # -- launch ----------------------------------------------------------------------------------------
     def _allocation_at(self, addr):
         """(buffer, offset) of the allocation holding byte `addr`, or None."""
@@ -711,6 +791,9 @@ class FakeDriver:
         args = []
         for ptype, name in params:
             value = launch.params[name]
+            if ptype == "b8[128]":          # a tensor map this fake encoded: see _TensorMapArg
+                args.append(_TensorMapArg(self, value))
+                continue
             hit = self._allocation_at(value) if ptype in ("u64", "b64", "s64") else None
             args.append(ArrayArg(hit[0][hit[1]:], True) if hit is not None else value)
         try:
@@ -815,6 +898,36 @@ class FakeCompiler:
         if key not in self._cache:
             self._cache[key] = self.make(k, dict(constexprs or {}), dict(arg_types or {}))
         return self._cache[key]
+
+
+class _TensorMapArg:
+    """A launch's tensor-map parameter (128 bytes this fake encoded) as the CPU executor's
+    launcher takes one: the array it describes, a strided view of the fake's device memory,
+    and its encoding at the executor's heap address."""
+
+    def __init__(self, fake, raw):
+        from pyptx.runtime.cpu.tma import decode
+        m = decode(raw)
+        if m is None:
+            raise FakeFault("fake device: a tensor-map parameter that cuTensorMapEncodeTiled "
+                            "did not make", R.CUDA_ERROR_INVALID_VALUE)
+        self.m = m
+        hit = fake._allocation_at(m["address"])
+        if hit is None:
+            raise FakeFault("fake device: a tensor map of freed memory")
+        buf, off = hit
+        self.array = np.ndarray(tuple(m["dims"][::-1]), np.dtype(f"u{m['elem_bytes']}"),
+                                buffer=buf, offset=off, strides=tuple(m["strides"][::-1]))
+
+    def host_array(self):
+        return self.array
+
+    def encode_at(self, address):
+        from pyptx.runtime.cpu.tma import SWIZZLE_BYTES, encode
+        m = self.m
+        code = {v: k for k, v in SWIZZLE_BYTES.items()}[m["swizzle"]]
+        return encode(m["dtype"], address, m["dims"], m["strides"][1:], m["box"],
+                      m["element_strides"], code, m["interleave"], m["l2"], m["oob_fill"])
 
 
 def on_fake_gpu(monkeypatch, fd):

@@ -10,7 +10,8 @@ import runpy
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DOCS = [ROOT / "docs" / "language.md", ROOT / "docs" / "getting-started.md"]
+DOCS = [ROOT / "docs" / "language.md", ROOT / "docs" / "getting-started.md",
+        ROOT / "docs" / "hopper.md"]
 FENCE = re.compile(r"^```python\n(# run\n.*?)^```", re.S | re.M)
 
 

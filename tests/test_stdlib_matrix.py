@@ -17,7 +17,9 @@ import pyptx
 import stdlib_kernels as sk
 from stdlib_kernels import quant
 
-from test_capture_rules import cpu, fake  # noqa: F401  (fixtures: the CPU executor, the fake GPU)
+from fake_driver import on_fake_gpu
+from fake_graph import GraphFakeDriver
+from test_capture_rules import cpu  # noqa: F401  (fixture: the CPU executor)
 
 torch = pytest.importorskip("torch", reason="torch is a test extra (pip install torch==2.13.0)")
 
@@ -43,6 +45,9 @@ def _cases():
         "gemm_tensor_core_bf16": (lambda a, b, **kw: sk.gemm(a, b, "tensor_core", **kw),
                                   (h(16, 32, dt=ml_dtypes.bfloat16),
                                    h(32, 16, dt=ml_dtypes.bfloat16)), (), True),
+        "gemm_wgmma": (lambda a, b, **kw: sk.gemm(a, b, "wgmma", **kw),
+                       (h(16, 64, dt=ml_dtypes.bfloat16), h(64, 24, dt=ml_dtypes.bfloat16)), (),
+                       True),
         "flash_attention_f32": (sk.flash_attention, (f(2, 5, 32), f(1, 7, 32), f(1, 7, 32)), (),
                                 True),
         "flash_attention_f16": (lambda q, k, v, **kw: sk.flash_attention(q, k, v, causal=True,
@@ -75,6 +80,18 @@ def _cases():
 
 
 CASES = _cases()
+#: cases whose kernel runs only on the CPU executor and compute capability 9.0 GPUs (sm_90a):
+#: their GPU cells run on a fake Hopper
+HOPPER_ONLY = {"gemm_wgmma"}
+
+
+@pytest.fixture
+def fake(request, monkeypatch):
+    """The fake GPU with graphs (runs the PTX on the executor under CUDA's capture rules): a
+    Hopper (9.0, 227 KiB of shared memory per block) for the HOPPER_ONLY cases, else 8.0."""
+    hopper = request.node.callspec.params.get("name") in HOPPER_ONLY
+    yield from on_fake_gpu(monkeypatch, GraphFakeDriver(cc=(9, 0), shared_optin=232448)
+                           if hopper else GraphFakeDriver())
 NAMES = sorted(CASES)
 OUT_NAMES = [n for n in NAMES if CASES[n][3]]
 

@@ -355,3 +355,83 @@ def test_ptxas_accepts_sm_90a():
     for k, cx in ((load2d, dict(NB=256)), (load3d, dict(NB=256)),
                   (pipeline, dict(K=7, S=3, SW=128)), (early_read, dict(wait_first=False))):
         assemble(pyptx.compile(k, arch="sm_90a", constexprs=cx).ptx, "sm_90a")
+
+
+# ---- the GPU path on the fake driver (not yet run on hardware) --------------------------------
+
+def _encode_args(fd, ptr, **over):
+    drv = fd
+    args = dict(dtype=drv.CUtensorMapDataType(7), rank=2, address=ptr, dims=[64, 32],
+                strides=[256], box=[32, 8], elem=[1, 1],
+                interleave=drv.CUtensorMapInterleave(0), swizzle=drv.CUtensorMapSwizzle(3),
+                l2=drv.CUtensorMapL2promotion(3), oob=drv.CUtensorMapFloatOOBfill(0))
+    args.update(over)
+    return list(args.values())
+
+
+@pytest.mark.parametrize("over,rule", [
+    ({}, None),
+    (dict(address=None), "globalAddress 16-byte aligned"),            # ptr + 8
+    (dict(strides=[200]), "globalStrides multiples of 16"),
+    (dict(box=[32, 300]), "boxDim 1..256"),
+    (dict(box=[3, 8]), "boxDim[0] * elementSize a multiple of 16"),
+    (dict(box=[64, 8]), "box inner dimension <= swizzle span"),       # 256 B > 128 B
+    (dict(rank=6), "rank 1..5"),
+    (dict(dims=[64, 0]), "globalDim 1..2^32"),
+    (dict(elem=[1, 9]), "elementStrides 1..8"),
+    (dict(strides=[]), "array lengths"),
+])
+def test_fake_encode_checks_the_documented_rules(monkeypatch, over, rule):
+    from fake_driver import FakeDriver, on_fake_gpu
+    from pyptx.runtime.cpu.tma import decode
+    gen = on_fake_gpu(monkeypatch, FakeDriver(cc=(9, 0)))
+    fd = next(gen)
+    try:
+        d = pyptx.to_device(np.zeros((32, 64), np.float32))
+        ptr = d.device_pointer
+        if "address" in over:
+            over = dict(over, address=ptr + 8)
+        res = fd.cuTensorMapEncodeTiled(*_encode_args(fd, ptr, **over))
+        if rule is None:
+            assert res[0] == fd.CUresult.CUDA_SUCCESS
+            m = decode(np.array(res[1].opaque, np.uint64).tobytes())
+            assert (m["address"], m["dims"], m["strides"], m["box"], m["swizzle"]) == \
+                (ptr, (64, 32), (4, 256), (32, 8), 128)
+        else:
+            assert res[0] == fd.CUresult.CUDA_ERROR_INVALID_VALUE
+            assert rule in fd.last_tensormap_error
+    finally:
+        gen.close()
+
+
+@pytest.mark.parametrize("swizzle", [0, 128])
+def test_tma_load_through_the_fake_driver(monkeypatch, swizzle):
+    """The GPU path end to end: cuTensorMapEncodeTiled (fake), the 128-byte parameter packed
+    at its 64-byte alignment, the PTX JIT (ptxas for sm_90) and the launch, run by the fake on
+    the CPU executor from the map the driver made."""
+    from fake_driver import FakeDriver, on_fake_gpu
+    gen = on_fake_gpu(monkeypatch, FakeDriver(cc=(9, 0)))
+    fd = next(gen)
+    try:
+        a = _array("float32", (20, 40))
+        box = (8, 32 if swizzle else 8)
+        tm = pyptx.TensorMap(pyptx.to_device(a), box, swizzle=swizzle)
+        out = pyptx.to_device(np.zeros(tm.box_bytes, np.uint8))
+        load2d[1, 64](out, tm, 15, 12, tm.box_bytes)
+        np.testing.assert_array_equal(out.copy_to_host(),
+                                      expected_shared(a, (15, 12), box, swizzle))
+        assert fd.count("cuTensorMapEncodeTiled") == 1
+    finally:
+        gen.close()
+
+
+def test_numpy_tensor_map_on_a_gpu_is_refused(monkeypatch):
+    from fake_driver import FakeDriver, on_fake_gpu
+    gen = on_fake_gpu(monkeypatch, FakeDriver(cc=(9, 0)))
+    next(gen)
+    try:
+        tm = pyptx.TensorMap(np.zeros((8, 8), np.float32), (8, 8))
+        with pytest.raises(pyptx.LaunchError, match=r"TensorMap of a numpy array.*to_device"):
+            load2d[1, 64](pyptx.to_device(np.zeros(256, np.uint8)), tm, 0, 0, 256)
+    finally:
+        gen.close()
