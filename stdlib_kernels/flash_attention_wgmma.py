@@ -11,12 +11,22 @@ A block of NWG·128 + 32 threads owns NWG·64 query rows of one head:
 * warpgroup w (warps 4w .. 4w+3) owns query rows 64w .. 64w+63 of the block.  Per key tile:
   S = Q Kᵀ by `wgmma m64n{BKV}k16` with Q and K both read from shared memory through matrix
   descriptors (K-major: Q is [rows, d], K is [keys, d]); the mask and online-softmax step in f32
-  on the S accumulators (`_flash_tile.softmax_tile`: the wgmma D fragment of a warp is the
-  m16n8 C fragment of the mma.sync kernel, n-tile by n-tile, so the same code applies: a row's
-  values live in a quad of lanes); P packed to f16/bf16 A fragments in registers (the wgmma
-  register-A layout is the m16n8k16 A layout); O = O·a + P V by `wgmma m64n{D}k16` with A from
-  registers and V through a descriptor (V is [keys, d]: MN-major for B, `trans_b`).  Finally
-  O / l is stored as f16/bf16 (`_flash_tile.finish`).
+  on the S accumulators (the wgmma D fragment of a warp is, n-tile by n-tile, the m16n8 C
+  fragment of the mma.sync kernel: a row's values live in a quad of lanes, so a row maximum is
+  two `shfl_xor` steps); P packed to f16/bf16 A fragments in registers (the wgmma register-A
+  layout is the m16n8k16 A layout); O = O·a + P V by `wgmma m64n{D}k16` with A from registers
+  and V through a descriptor (V is [keys, d]: MN-major for B, `trans_b`).  Finally O / l is
+  stored as f16/bf16 (`_flash_tile.finish`).
+
+The softmax step is FA3's, not `_flash_tile.softmax_tile`'s: the bias of a row is its running
+maximum of *raw* scores m, p = 2^((s - m)·c) (c = scale·log2 e), and O and l are rescaled by
+2^((m_old - m)·c) every tile.  The exponent is exactly 0 at the top score however large the
+logits are (no rounded bias m·c, so no huge-logit special path), and the step has no
+data-dependent branch: mma.sync's version skips the rescale and takes a clamped path by warp
+votes, and a warp-dependent branch before a warpgroup instruction lets the warps of a
+warpgroup arrive at it one by one, which the CPU executor refuses (it runs a wgmma only when
+all four warps reach it together; a GPU does not mind).  For the same reason the masks are
+`min(s, ±inf)` of `&`-ed tests, not `x if ok else -inf` (a branch in the IR).
 
 Every tile is 128-byte swizzled: a row of 64 halves is 128 bytes, so d = 128 is two boxes of
 64 columns.  Q and K (K-major): 8-row groups 1024 bytes apart (SBO), a k16 slice is 32 bytes on
@@ -35,9 +45,9 @@ in `_flash_tile`.
 
 Shared memory (dynamic): Q (NWG·64·d halves), STAGES K tiles, STAGES V tiles (BKV·d halves
 each), then 2·STAGES + 1 mbarriers; every tile starts at a multiple of 1024 bytes.  A GPU
-launch uses two consumer warpgroups, BKV = 128 and two stages (d = 128: 160 KiB); the CPU
-executor grants 48 KiB a block, so its launches use a smaller configuration of the same kernel
-(`config`).
+launch uses two consumer warpgroups and two stages of BKV = 128 (d = 64) or 112 (d = 128)
+keys; the CPU executor grants 48 KiB a block, so its launches use a smaller configuration of
+the same kernel (`config`).
 """
 from __future__ import annotations
 
@@ -58,11 +68,13 @@ HEAD_DIMS = (64, 128)
 
 def config(d: int, gpu: bool) -> tuple[int, int, int]:
     """(NWG consumer warpgroups, BKV keys per tile, STAGES) for head_dim d: on a GPU, FA3's
-    two warpgroups and 128-key tiles in a 2-stage ring; on the CPU executor (48 KiB a block)
-    two warpgroups, 32-key tiles (d = 64: 32 KiB) or one warpgroup, 16-key tiles (d = 128:
-    32 KiB), both with two stages so that every stage and both parities run."""
+    two warpgroups and a 2-stage ring of 128-key tiles (d = 64: 96 KiB) or 112-key tiles
+    (d = 128: 144 KiB; 128 keys take 229 registers with the causal mask, past the 224 a thread
+    of a 288-thread block may have); on the CPU executor (48 KiB a block) two warpgroups and
+    32-key tiles (d = 64: 32 KiB) or one warpgroup and 16-key tiles (d = 128: 32 KiB), both
+    with two stages so that every stage and both parities run."""
     if gpu:
-        return 2, 128, 2
+        return 2, (128 if d == 64 else 112), 2
     return (2, 32, 2) if d == 64 else (1, 16, 2)
 
 
@@ -107,20 +119,31 @@ def _softcap(sacc, k: f32, N: pyptx.constexpr, SOFTCAP: pyptx.constexpr):
 def _mask(sacc, kv0: i32, row0: i32, t2: i32, sk: i32, shift: i32, N: pyptx.constexpr,
           causal: pyptx.constexpr, WINDOW: pyptx.constexpr):
     """-inf for keys past the end, (causal) after the row's last key, (WINDOW) not after its
-    last key - WINDOW; `&` of the tests, not `and`: no branches (module docstring)."""
+    last key - WINDOW.  Per row a bound relative to the thread's first column, so each score
+    is compared with a constant (8j + e): few live registers.  `&` of the tests and a `min`
+    instead of `x if ok else -inf` (a branch in the IR): no branches (module docstring)."""
     ns = ()
+    for h in pyptx.static_range(2):
+        row = row0 + 8 * h
+        base = kv0 + t2
+        hi = sk - base                        # columns col - base < hi are keys
+        if causal:
+            hi = min(hi, row + shift + 1 - base)
+        lo = 0
+        if WINDOW:
+            lo = row + shift - WINDOW - base  # and > lo
+        for j in pyptx.static_range(N // 8):
+            for e in pyptx.static_range(2):
+                ok = 8 * j + e < hi
+                if WINDOW:
+                    ok = ok & (8 * j + e > lo)
+                # x if ok else -inf, as min(x, ±inf)
+                ns = ns + (min(sacc[4 * j + 2 * h + e], (f32(ok) - 0.5) * INF),)
+    # back to the D order (register 4j + 2h + e)
+    out = ()
     for j in pyptx.static_range(N // 8):
-        for e in pyptx.static_range(4):
-            col = kv0 + 8 * j + t2 + (e & 1)
-            row = row0 + 8 * (e >> 1)
-            ok = col < sk
-            if causal:
-                ok = ok & (col <= row + shift)
-            if WINDOW:
-                ok = ok & (col > row + shift - WINDOW)
-            # x if ok else -inf, as min(x, ±inf): `x if c else y` is a branch in the IR
-            ns = ns + (min(sacc[4 * j + e], (f32(ok) - 0.5) * INF),)
-    return ns
+        out = out + (ns[2 * j], ns[2 * j + 1], ns[N // 4 + 2 * j], ns[N // 4 + 2 * j + 1])
+    return out
 
 
 @pyptx.func
