@@ -18,6 +18,13 @@ A block of NWG·128 + 32 threads owns NWG·64 query rows of one head:
   and V through a descriptor (V is [keys, d]: MN-major for B, `trans_b`).  Finally O / l is
   stored as f16/bf16 (`_flash_tile.finish`).
 
+FA3's intra-warpgroup overlap: a step issues tile t's S = Q Kᵀ, then the previous tile's
+O = O·a + P V, waits for S only (`wgmma_wait(1)`) and runs tile t's softmax while the P V
+wgmmas run, then waits for them and releases the previous tile's stage.  So the first tile of a
+warpgroup is peeled (S and softmax only) and its last P V follows the loops; P, O's factors and
+the stage of the pending P V travel in the loop state.  A warpgroup holds two stages at once.
+(FA3's ping-pong of the two warpgroups' softmax and GEMMs by named barriers is not done.)
+
 The softmax step is FA3's, not `_flash_tile.softmax_tile`'s: the bias of a row is its running
 maximum of *raw* scores m, p = 2^((s - m)·c) (c = scale·log2 e), and O and l are rescaled by
 2^((m_old - m)·c) every tile.  The exponent is exactly 0 at the top score however large the
@@ -45,9 +52,9 @@ in `_flash_tile`.
 
 Shared memory (dynamic): Q (NWG·64·d halves), STAGES K tiles, STAGES V tiles (BKV·d halves
 each), then 2·STAGES + 1 mbarriers; every tile starts at a multiple of 1024 bytes.  A GPU
-launch uses two consumer warpgroups and two stages of BKV = 128 (d = 64) or 112 (d = 128)
-keys; the CPU executor grants 48 KiB a block, so its launches use a smaller configuration of
-the same kernel (`config`).
+launch uses two consumer warpgroups and 4 stages of 128 keys (d = 64) or 3 of 112 (d = 128);
+the CPU executor grants 48 KiB a block, so its launches use a smaller configuration of the same
+kernel (`config`).
 """
 from __future__ import annotations
 
@@ -67,14 +74,16 @@ HEAD_DIMS = (64, 128)
 
 
 def config(d: int, gpu: bool) -> tuple[int, int, int]:
-    """(NWG consumer warpgroups, BKV keys per tile, STAGES) for head_dim d: on a GPU, FA3's
-    two warpgroups and a 2-stage ring of 128-key tiles (d = 64: 96 KiB) or 112-key tiles
-    (d = 128: 144 KiB; 128 keys take 229 registers with the causal mask, past the 224 a thread
-    of a 288-thread block may have); on the CPU executor (48 KiB a block) two warpgroups and
-    32-key tiles (d = 64: 32 KiB) or one warpgroup and 16-key tiles (d = 128: 32 KiB), both
-    with two stages so that every stage and both parities run."""
+    """(NWG consumer warpgroups, BKV keys per tile, STAGES) for head_dim d.  A warpgroup holds
+    two stages at once (the previous tile's V while its next S reads K), so a ring of STAGES
+    prefetches STAGES - 2 tiles ahead.  On a GPU: FA3's two warpgroups, 128-key tiles in 4
+    stages (d = 64: 144 KiB) or 112-key tiles in 3 (d = 128: 200 KiB; 128 keys need 224 KiB
+    for 3 stages and leave no register headroom under the 224 a thread of a 288-thread block
+    may have).  On the CPU executor (48 KiB a block): two warpgroups and 32-key tiles (d = 64)
+    or one warpgroup and 16-key tiles (d = 128), 2 stages (32 KiB), so that every stage and
+    both parities run in small tests."""
     if gpu:
-        return 2, (128 if d == 64 else 112), 2
+        return (2, 128, 4) if d == 64 else (2, 112, 3)
     return (2, 32, 2) if d == 64 else (1, 16, 2)
 
 
@@ -188,27 +197,31 @@ def _online_softmax(sacc, m0: f32, m1: f32, l0: f32, l1: f32, c: f32, N: pyptx.c
 
 
 @pyptx.func
-def _release(bars, st, STAGES: pyptx.constexpr):
-    """A tile this warpgroup's rows do not need: wait until it has landed (so the producer has
-    seen the stage's previous use released), then release it."""
-    o, m0, m1, l0, l1, s, ph = st
-    pyptx.mbarrier_wait(bars, s, ph)
-    pyptx.mbarrier_arrive(bars, STAGES + s)
+def _next(s: i32, ph: i32, STAGES: pyptx.constexpr):
+    """The ring position after stage s of phase parity ph."""
     s += 1
     if s == STAGES:
         s = 0
         ph ^= 1
-    return o, m0, m1, l0, l1, s, ph
+    return s, ph
 
 
 @pyptx.func
-def _step(bars, st, t: i32, q_desc, k_desc, v_desc, qw: i32, row0: i32, t2: i32, sk: i32,
-          shift: i32, c: f32, D: pyptx.constexpr, BKV: pyptx.constexpr,
-          STAGES: pyptx.constexpr, causal: pyptx.constexpr, bf: pyptx.constexpr,
-          MASK: pyptx.constexpr, WINDOW: pyptx.constexpr, SOFTCAP: pyptx.constexpr):
-    """Key tile t (in ring stage s, phase parity ph): S = Q Kᵀ, softmax step, O = O a + P V,
-    release the stage.  st = (o, m0, m1, l0, l1, s, ph) in and out."""
-    o, m0, m1, l0, l1, s, ph = st
+def _release(bars, st, STAGES: pyptx.constexpr):
+    """A tile this warpgroup's rows do not need: wait until it has landed (so the producer has
+    seen the stage's previous use released), then release it."""
+    o, m0, m1, l0, l1, s, ph, pf, a0, a1, sp = st
+    pyptx.mbarrier_wait(bars, s, ph)
+    pyptx.mbarrier_arrive(bars, STAGES + s)
+    s, ph = _next(s, ph, STAGES)
+    return o, m0, m1, l0, l1, s, ph, pf, a0, a1, sp
+
+
+@pyptx.func
+def _scores(bars, s: i32, ph: i32, q_desc, k_desc, D: pyptx.constexpr, BKV: pyptx.constexpr,
+            bf: pyptx.constexpr):
+    """Wait for stage s's tiles, issue S = Q Kᵀ (one wgmma group); its accumulators may be
+    read after the wgmma_wait that retires the group."""
     pyptx.mbarrier_wait(bars, s, ph)
     off = pyptx.u64(pyptx.u32(s) * (BKV * D * 2 // 16))     # a stage's bytes >> 4
     pyptx.wgmma_fence()
@@ -219,27 +232,87 @@ def _step(bars, st, t: i32, q_desc, k_desc, v_desc, qw: i32, row0: i32, t2: i32,
                            k_desc + off + (kk // 4) * (BKV * 128 // 16) + 2 * (kk % 4),
                            sacc, atype="bf16" if bf else "f16", scale_d=kk > 0)
     pyptx.wgmma_commit()
-    pyptx.wgmma_wait(0)
-    if SOFTCAP:             # capped logits in base-2 units, then c = 1
-        sacc = _softcap(sacc, c * (1.0 / (SOFTCAP * LOG2E)), BKV, SOFTCAP)
-        c = 1.0
-    if MASK == MASKED:
-        sacc = _mask(sacc, t * BKV, row0, t2, sk, shift, BKV, causal, WINDOW)
-    pf, a0, a1, m0, m1, l0, l1 = _online_softmax(sacc, m0, m1, l0, l1, c, BKV, bf)
+    return sacc
+
+
+@pyptx.func
+def _pv(o, pf, a0: f32, a1: f32, sp: i32, v_desc, D: pyptx.constexpr, BKV: pyptx.constexpr,
+        bf: pyptx.constexpr):
+    """O = O·a + P V with V from stage sp (one wgmma group; P's registers and O stay busy
+    until the wait that retires it)."""
     o = _scaled(o, a0, a1, D)
+    off = pyptx.u64(pyptx.u32(sp) * (BKV * D * 2 // 16))
     pyptx.wgmma_fence()
     for kk in pyptx.static_range(BKV // 16):
         pa = (pf[2 * kk][0], pf[2 * kk][1], pf[2 * kk + 1][0], pf[2 * kk + 1][1])
         o = pyptx.wgmma(pa, v_desc + off + kk * (16 * 128 // 16), o,
                         atype="bf16" if bf else "f16", trans_b=True)
     pyptx.wgmma_commit()
+    return o
+
+
+@pyptx.func
+def _softmax(sacc, t: i32, m0: f32, m1: f32, l0: f32, l1: f32, row0: i32, t2: i32, sk: i32,
+             shift: i32, c: f32, BKV: pyptx.constexpr, causal: pyptx.constexpr,
+             bf: pyptx.constexpr, MASK: pyptx.constexpr, WINDOW: pyptx.constexpr,
+             SOFTCAP: pyptx.constexpr):
+    if SOFTCAP:             # capped logits in base-2 units, then c = 1
+        sacc = _softcap(sacc, c * (1.0 / (SOFTCAP * LOG2E)), BKV, SOFTCAP)
+        c = 1.0
+    if MASK == MASKED:
+        sacc = _mask(sacc, t * BKV, row0, t2, sk, shift, BKV, causal, WINDOW)
+    return _online_softmax(sacc, m0, m1, l0, l1, c, BKV, bf)
+
+
+@pyptx.func
+def _first(bars, st, t: i32, q_desc, k_desc, row0: i32, t2: i32, sk: i32, shift: i32, c: f32,
+           D: pyptx.constexpr, BKV: pyptx.constexpr, STAGES: pyptx.constexpr,
+           causal: pyptx.constexpr, bf: pyptx.constexpr, WINDOW: pyptx.constexpr,
+           SOFTCAP: pyptx.constexpr):
+    """The warpgroup's first tile t: S and its softmax step (masked: any tile may need it); its
+    P V is issued by the next step (or `_last`)."""
+    o, m0, m1, l0, l1, s, ph, pf, a0, a1, sp = st
+    sacc = _scores(bars, s, ph, q_desc, k_desc, D, BKV, bf)
     pyptx.wgmma_wait(0)
-    pyptx.mbarrier_arrive(bars, STAGES + s)
-    s += 1
-    if s == STAGES:
-        s = 0
-        ph ^= 1
-    return o, m0, m1, l0, l1, s, ph
+    pf, a0, a1, m0, m1, l0, l1 = _softmax(sacc, t, m0, m1, l0, l1, row0, t2, sk, shift, c, BKV,
+                                          causal, bf, MASKED, WINDOW, SOFTCAP)
+    sp = s
+    s, ph = _next(s, ph, STAGES)
+    return o, m0, m1, l0, l1, s, ph, pf, a0, a1, sp
+
+
+@pyptx.func
+def _step(bars, st, t: i32, q_desc, k_desc, v_desc, row0: i32, t2: i32, sk: i32,
+          shift: i32, c: f32, D: pyptx.constexpr, BKV: pyptx.constexpr,
+          STAGES: pyptx.constexpr, causal: pyptx.constexpr, bf: pyptx.constexpr,
+          MASK: pyptx.constexpr, WINDOW: pyptx.constexpr, SOFTCAP: pyptx.constexpr):
+    """Key tile t (ring stage s, parity ph), FA3's intra-warpgroup overlap: issue S_t = Q K_tᵀ,
+    then O = O·a + P V for the previous tile (stage sp), wait for S_t only (the P V group keeps
+    the tensor cores busy) and run tile t's softmax step on it, then wait for P V and release
+    the previous tile's stage.  st = (o, m0, m1, l0, l1, s, ph, pf, a0, a1, sp): P, O's factors
+    and the stage of the tile whose P V is still to do."""
+    o, m0, m1, l0, l1, s, ph, pf, a0, a1, sp = st
+    sacc = _scores(bars, s, ph, q_desc, k_desc, D, BKV, bf)
+    o = _pv(o, pf, a0, a1, sp, v_desc, D, BKV, bf)
+    pyptx.wgmma_wait(1)                         # S_t has landed; P V may still run
+    pf, a0, a1, m0, m1, l0, l1 = _softmax(sacc, t, m0, m1, l0, l1, row0, t2, sk, shift, c, BKV,
+                                          causal, bf, MASK, WINDOW, SOFTCAP)
+    pyptx.wgmma_wait(0)
+    pyptx.mbarrier_arrive(bars, STAGES + sp)
+    sp = s
+    s, ph = _next(s, ph, STAGES)
+    return o, m0, m1, l0, l1, s, ph, pf, a0, a1, sp
+
+
+@pyptx.func
+def _last(bars, st, v_desc, D: pyptx.constexpr, BKV: pyptx.constexpr,
+          STAGES: pyptx.constexpr, bf: pyptx.constexpr):
+    """The last tile's P V, and its stage released."""
+    o, m0, m1, l0, l1, s, ph, pf, a0, a1, sp = st
+    o = _pv(o, pf, a0, a1, sp, v_desc, D, BKV, bf)
+    pyptx.wgmma_wait(0)
+    pyptx.mbarrier_arrive(bars, STAGES + sp)
+    return o, m0, m1, l0, l1, s, ph, pf, a0, a1, sp
 
 
 def flash_attention_wgmma_kernel(out: u16[:, :, :], qmap: pyptx.tensormap,
@@ -326,30 +399,38 @@ def flash_attention_wgmma_kernel(out: u16[:, :, :], qmap: pyptx.tensormap,
         if causal:
             n_plain = min(n_plain, max((qw + shift + 1) // BKV, 0))
         n_plain = min(n_plain, nw)
-        st = ((0.0,) * (D // 2), NEG_INF, NEG_INF, 0.0, 0.0, 0, 0)
+        pf0 = (pyptx.u32(0), pyptx.u32(0))
+        st = ((0.0,) * (D // 2), NEG_INF, NEG_INF, 0.0, 0.0, 0, 0, (pf0,) * (BKV // 8), 1.0, 1.0,
+              0)
         pyptx.mbarrier_wait(bars, 2 * STAGES, 0)             # Q has landed
+        for t in range(t_lo, t_first):
+            st = _release(bars, st, STAGES)
+        if t_first < nw:                                      # warpgroup-uniform
+            st = _first(bars, st, t_first, q_desc, k_desc, row0, t2, sk, shift, scale_log2, D,
+                        BKV, STAGES, causal, bf, WINDOW, SOFTCAP)
+        t1 = t_first + 1
         if WINDOW:
-            for t in range(t_lo, t_first):
-                st = _release(bars, st, STAGES)
-            for t in range(t_first, min(w_end, nw)):
-                st = _step(bars, st, t, q_desc, k_desc, v_desc, qw, row0, t2, sk, shift,
+            for t in range(t1, min(w_end, nw)):
+                st = _step(bars, st, t, q_desc, k_desc, v_desc, row0, t2, sk, shift,
                            scale_log2, D, BKV, STAGES, causal, bf, MASKED, WINDOW, SOFTCAP)
-            for t in range(max(w_end, t_first), n_plain):
-                st = _step(bars, st, t, q_desc, k_desc, v_desc, qw, row0, t2, sk, shift,
+            for t in range(max(w_end, t1), n_plain):
+                st = _step(bars, st, t, q_desc, k_desc, v_desc, row0, t2, sk, shift,
                            scale_log2, D, BKV, STAGES, causal, bf, PLAIN, WINDOW, SOFTCAP)
-            for t in range(max(max(n_plain, w_end), t_first), nw):
-                st = _step(bars, st, t, q_desc, k_desc, v_desc, qw, row0, t2, sk, shift,
+            for t in range(max(max(n_plain, w_end), t1), nw):
+                st = _step(bars, st, t, q_desc, k_desc, v_desc, row0, t2, sk, shift,
                            scale_log2, D, BKV, STAGES, causal, bf, MASKED, WINDOW, SOFTCAP)
         else:
-            for t in range(n_plain):
-                st = _step(bars, st, t, q_desc, k_desc, v_desc, qw, row0, t2, sk, shift,
+            for t in range(t1, n_plain):
+                st = _step(bars, st, t, q_desc, k_desc, v_desc, row0, t2, sk, shift,
                            scale_log2, D, BKV, STAGES, causal, bf, PLAIN, 0, SOFTCAP)
-            for t in range(n_plain, nw):
-                st = _step(bars, st, t, q_desc, k_desc, v_desc, qw, row0, t2, sk, shift,
+            for t in range(max(n_plain, t1), nw):
+                st = _step(bars, st, t, q_desc, k_desc, v_desc, row0, t2, sk, shift,
                            scale_log2, D, BKV, STAGES, causal, bf, MASKED, 0, SOFTCAP)
+        if t_first < nw:
+            st = _last(bars, st, v_desc, D, BKV, STAGES, bf)
         for t in range(max(nw, t_first), nt):
             st = _release(bars, st, STAGES)
-        o, m0, m1, l0, l1, s, ph = st
+        o, m0, m1, l0, l1, s, ph, pf, a0, a1, sp = st
         finish(out, _quads(o, D), l0, l1, bh, row0, t2, D // 8, bf)
 
 

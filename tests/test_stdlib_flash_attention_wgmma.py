@@ -247,10 +247,11 @@ def test_sanitizer_finds_no_race_and_no_uninitialised_read(cpu):
 
 def test_hopper_auto_choice_every_stage_both_parities(hopper, monkeypatch):
     """variant='tensor_core' (the default) on compute capability 9.0 runs the Hopper kernel;
-    seq_k = 520: 5 tiles (the last 8 keys) through 2 stages, each filled with both parities;
-    seq_q = 70: one block whose second warpgroup has 6 live rows; causal."""
+    seq_k = 1100: 9 tiles of 128 (the last 76 keys) through 4 stages, each filled with both
+    parities; seq_q = 70: one block whose second warpgroup has 6 live rows; causal."""
+    assert fw.config(64, True) == (2, 128, 4)
     spy = Launches(monkeypatch)
-    q, k, v = _inputs((1, 70, 64), (1, 520, 64), np.float16)
+    q, k, v = _inputs((1, 70, 64), (1, 1100, 64), np.float16)
     dq, dk, dv = (pyptx.to_device(x) for x in (q, k, v))
     out = sk.flash_attention(dq, dk, dv, causal=True)
     assert isinstance(out, pyptx.DeviceArray)
@@ -259,8 +260,10 @@ def test_hopper_auto_choice_every_stage_both_parities(hopper, monkeypatch):
 
 
 def test_hopper_head_dim_128_bf16(hopper, monkeypatch):
+    """GQA, seq_k = 700: 7 tiles of 112 through 3 stages (each with both parities)."""
+    assert fw.config(128, True) == (2, 112, 3)
     spy = Launches(monkeypatch)
-    q, k, v = _inputs((2, 20, 128), (1, 140, 128), BF16)
+    q, k, v = _inputs((2, 20, 128), (1, 700, 128), BF16)
     out = sk.flash_attention(q, k, v)                   # numpy inputs: to the device and back
     check(out, q, k, v, False, bkv=fw.config(128, True)[1])
     assert spy.names == [WG]
