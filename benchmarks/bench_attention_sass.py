@@ -1,6 +1,6 @@
 """Attention kernels side by side with llama.cpp's, counted statically in SASS (no GPU needed).
 
-    python benchmarks/bench_attention_sass.py [--arch sm_90] [--ggml DIR]
+    python benchmarks/bench_attention_sass.py [--arch sm_90] [--ggml DIR] [--cutlass DIR]
 
 Ours: `flash_attention_tc` (D = 128, f16, causal and not) and the decode kernels
 (`decode_attention`, `paged_attention`, head_dim 128) as the stdlib catalog specialises them;
@@ -12,7 +12,11 @@ prefill uses, without GQA packing (ncols2 = 1: synchronous loads) and with it (n
 two-stage cp.async), at the 8-column tiles of small batches (1x8: a decode step with 8 query
 heads per KV head; 8x1), and `flash_attn_ext_vec` (fattn-vec.cuh) with f16 K/V, D = 128, one
 query column (decode).  Each is instantiated alone in a small generated .cu that includes ggml's header
-and compiled with the nvcc wheel.
+and compiled with the nvcc wheel.  For sm_90 (with `--cutlass DIR` or $CUTLASS_SRC naming a
+local CUTLASS checkout): CUTLASS's Hopper FMHA, examples/88_hopper_fmha (TMA, warp-specialized,
+wgmma; FlashAttention-3's structure), forward, f16, D = 128, 128 x 128 tiles, its Cooperative
+and Pingpong kernels, each in a generated one-instance .cu compiled with the nvcc wheel for
+sm_90a; the Hopper kernel's ratio is taken against these.
 
 For every kernel: the KV main loop (the innermost loop with the most HMMAs, else the most
 MUFU.EX2, i.e. the one that does the softmax), and once round it (every path, shortest to longest:
@@ -236,6 +240,75 @@ def llama_rows(arch: str, ggml: str | None) -> tuple[list[LoopCount], str]:
     return rows, ""
 
 
+# ---- CUTLASS's Hopper FMHA -----------------------------------------------------------------
+
+#: CUTLASS example 88 (examples/88_hopper_fmha): the forward kernel for f16, f32 accumulation,
+#: 128 query rows x 128 keys x D = 128, TMA + warp-specialized, in one translation unit
+FMHA_SOURCE = r"""
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/device_kernel.h"
+#include "collective/fmha_fusion.hpp"
+#include "kernel/fmha_kernel_builder.hpp"
+using namespace cute;
+using QkvStride = cute::tuple<int, _1, cute::tuple<int, int>>;      // rows, D, (batch, head)
+using FmhaKernel = typename cutlass::fmha::kernel::FmhaBuilder<
+    cutlass::half_t, float, float, Shape<_128, _128, _128>, QkvStride, QkvStride, QkvStride,
+    cutlass::fmha::collective::DefaultFusion, cutlass::gemm::POLICY>::Kernel;
+template __global__ void cutlass::device_kernel<FmhaKernel>(
+    CUTLASS_GRID_CONSTANT FmhaKernel::Params const);
+"""
+FMHA_POLICIES = ("KernelTmaWarpSpecializedCooperative", "KernelTmaWarpSpecializedPingpong")
+
+
+def cutlass_rows(arch: str, cutlass: str | None) -> tuple[list[LoopCount], str]:
+    """(rows, why none) for CUTLASS's Hopper FMHA (sm_90a) compiled from the checkout
+    `cutlass` (include/ and examples/88_hopper_fmha/) with the nvcc wheel."""
+    import subprocess
+    if arch not in ("sm_90", "sm_90a"):
+        return [], ""
+    ex = os.path.join(cutlass or "", "examples", "88_hopper_fmha")
+    if not cutlass or not os.path.isdir(ex):
+        return [], ("CUTLASS FMHA columns skipped: pass --cutlass DIR or set CUTLASS_SRC to a "
+                    "local CUTLASS checkout with include/ and examples/88_hopper_fmha "
+                    "(nothing is downloaded)")
+    from benchmarks.bench_gemm_wgmma_sass import _cccl
+    nvcc = gb.tool("nvcc")
+    cccl = _cccl(nvcc) if nvcc else None
+    if nvcc is None or gb.tool("cuobjdump") is None or cccl is None:
+        return [], "CUTLASS FMHA columns skipped: no nvcc / cuobjdump / libcu++ headers"
+    inc = os.path.join(os.path.dirname(os.path.dirname(nvcc)), "include")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="pyptx_fmha_") as d:
+        src = os.path.join(d, "fmha.cu")
+        with open(src, "w") as f:
+            f.write(FMHA_SOURCE)
+        for pol in FMHA_POLICIES:
+            label = f"CUTLASS 88_hopper_fmha {pol.replace('KernelTmaWarpSpecialized', '')}"
+            cubin = os.path.join(d, pol + ".cubin")
+            p = subprocess.run([nvcc, "-arch=sm_90a", "-cubin", "-O3", "-std=c++17", "-DNDEBUG",
+                                "--expt-relaxed-constexpr", "-diag-suppress", "20012",
+                                f"-DPOLICY={pol}", "-I" + os.path.join(cutlass, "include"),
+                                "-I" + ex, "-I" + inc, "-I" + cccl, src, "-o", cubin],
+                               capture_output=True, text=True, env=gb._env(nvcc), timeout=1800)
+            if p.returncode:
+                rows.append(LoopCount(label, "fa", error="nvcc failed: " + (
+                    p.stdout + p.stderr).strip().splitlines()[-1][:70]))
+                continue
+            funcs = parse_sass(gb.disassemble(cubin))
+            res = gb.resources(cubin)
+            fn = next((f for f, ins in funcs.items() if any(i.base == "HGMMA" for i in ins)),
+                      None)
+            if fn is None:
+                rows.append(LoopCount(label, "fa", error="no HGMMA kernel in the cubin"))
+                continue
+            r = res.get(fn, {})
+            local = sum(i.base in ("STL", "LDL") for i in funcs[fn])
+            rows.append(count_function(label, "fa", funcs[fn], r.get("REG", 0),
+                                       f"stack {r.get('STACK', 0)} B, {local} STL/LDL"))
+    return rows, ""
+
+
 # ---- the table ----------------------------------------------------------------------------
 
 def _span(a, b, fmt="{:.0f}") -> str:
@@ -282,14 +355,16 @@ def work(r: LoopCount) -> str:
     return f"{r.positions} positions (FFMA: <= {est:.0f})"
 
 
-def report(arch: str, ggml: str | None) -> str:
+def report(arch: str, ggml: str | None, cutlass: str | None = None) -> str:
     if gb.tool("cuobjdump") is None:
         return "attention SASS report needs cuobjdump (pip install nvidia-cuda-cuobjdump)"
     ours = ours_rows(arch)
     theirs, why = llama_rows(arch, ggml)
+    fmha, why_fmha = cutlass_rows(arch, cutlass)
+    why = "\n".join(w for w in (why, why_fmha) if w)
     lines = [f"attention KV main loops on {arch}, D = {D}, per warp, once round (shortest-longest "
              "path; the other columns count the longest)", "", HEAD]
-    lines += [_line(r) for r in ours + theirs]
+    lines += [_line(r) for r in ours + theirs + fmha]
     lines += ["", "every way once round (instructions; a causal kernel masks only its diagonal "
               "tiles, the last tile prefetches nothing, llama.cpp skips its mask code without "
               "a mask):"]
@@ -300,11 +375,14 @@ def report(arch: str, ggml: str | None) -> str:
     lines += ["", f"{'normalised (longest iteration)':48s} {'work per warp per iteration':36s} "
               "insns/HMMA-eq (FA), insns per KV position per query head (decode); vs "
               "llama.cpp's lowest"]
-    for r in ours + theirs:
+    for r in ours + theirs + fmha:
         n = normalised(r)
         if n is None:
             continue
-        peer = [normalised(t) for t in theirs if t.kind == r.kind and normalised(t)]
+        # the Hopper kernel against CUTLASS's Hopper FMHA, the others against llama.cpp
+        hopper = r in fmha or "HGMMA" in r.long
+        pool = fmha if hopper and r in ours else theirs
+        peer = [normalised(t) for t in pool if t.kind == r.kind and normalised(t)]
         vs = f"  {n / min(peer):.2f}x" if peer and r in ours else ""
         if r.nested:
             vs += "  (a floor: its inner loops are counted once)"
@@ -316,8 +394,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--ggml", default=os.environ.get("GGML_SRC"))
+    ap.add_argument("--cutlass", default=os.environ.get("CUTLASS_SRC"))
     a = ap.parse_args(argv)
-    print(report(a.arch, a.ggml))
+    print(report(a.arch, a.ggml, a.cutlass))
     return 0
 
 
