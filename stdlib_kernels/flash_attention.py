@@ -501,8 +501,8 @@ def _wgmma_chosen(variant: str, q3, k3, v3) -> bool:
 
 @stdlib_function
 def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
-                    window: int | None = None, softcap: float | None = None, *, out=None,
-                    variant: str = "tensor_core"):
+                    window: int | None = None, softcap: float | None = None,
+                    variant: str = "tensor_core", *, out=None):
     """softmax(q kᵀ · scale [+ causal mask]) v per head, in q's dtype.
 
     q: `[heads, seq_q, d]` or `[batch, heads, seq_q, d]`, float32, float16 or bfloat16 (an
