@@ -160,8 +160,9 @@ TC = "flash_attention_tc_kernel"
 CASES = [  # (q shape, kv shape, causal, dtype)
     # 5 tiles through 2 stages: stage 0 filled with parities 0, 1, 0; every empty barrier waited
     ((2, 40, 64), (2, 150, 64), False, np.float16),
-    # GQA, 128-row block of which 70 live: warpgroup 0 needs 3 of the 5 tiles (2 released)
-    ((4, 70, 64), (2, 150, 64), True, np.float16),
+    # GQA, causal with seq_k - seq_q = 10: the block needs 4 tiles, its warpgroup 0 (rows
+    # 0..63, keys up to 73) 3 of them: it only releases tile 3
+    ((4, 100, 64), (2, 110, 64), True, np.float16),
     ((1, 70, 128), (1, 100, 128), True, BF16),                  # 7 tiles of 16
     ((2, 2, 33, 64), (2, 1, 33, 64), False, BF16),              # batch + GQA, one ragged tile
     ((1, 5, 128), (1, 97, 128), False, np.float16),
@@ -202,7 +203,8 @@ def test_every_output_written(cpu):
 
 
 WINDOWED = [  # dtype, heads, kv heads, seq_q, seq_k, head_dim, causal, window, softcap
-    (np.float16, 2, 1, 70, 150, 64, True, 40, 0.0),      # warpgroup 1 releases tile 0
+    (np.float16, 2, 1, 70, 150, 64, True, 40, 0.0),      # the block's tiles start at 1,
+    # its warpgroup 1's at 3 (it only releases tiles 1 and 2)
     (BF16, 1, 1, 80, 130, 128, True, 33, 5.0),
     (np.float16, 1, 1, 100, 100, 64, False, 0, 2.0),
 ]
@@ -334,3 +336,39 @@ def test_ptxas_sm90a_no_spills_hgmma_utmaldg_no_f64(d, gpu):
     ops = {i.base for i in ins}
     assert {"HGMMA", "UTMALDG", "SYNCS"} <= ops
     assert not any(is_f64(i) for i in ins)
+
+
+# ---- a CPU-executor limitation this kernel works around ---------------------------------------------
+
+@pyptx.kernel(arch="sm_90a")
+def _warp_dependent_branch_before_wgmma(out: pyptx.f32[:], x: pyptx.f32[:]):
+    sa = pyptx.shared.array(64 * 64, pyptx.u16)
+    sb = pyptx.shared.array(8 * 64, pyptx.u16)
+    t = pyptx.thread_idx.x
+    for i in range(t, 64 * 64, 128):
+        sa[i] = 0
+    for i in range(t, 8 * 64, 128):
+        sb[i] = 0
+    pyptx.fence_proxy_async()
+    pyptx.syncthreads()
+    v = x[t]
+    y = v * 2.0 if v > 0.0 else 0.0          # `x if c else y` is a branch in the IR
+    acc = (y, 0.0, 0.0, 0.0)
+    pyptx.wgmma_fence()
+    acc = pyptx.wgmma(pyptx.wgmma_desc(sa, 0), pyptx.wgmma_desc(sb, 0), acc, atype="f16")
+    pyptx.wgmma_commit()
+    pyptx.wgmma_wait(0)
+    out[t] = acc[0]
+
+
+@pytest.mark.xfail(strict=True, raises=pyptx.LaunchError,
+                   reason="the CPU executor releases warpgroup instructions per warp "
+                          "(runtime/cpu/wgmma.py builds them as WARPSYNC ops): warps that took "
+                          "different sides of a branch reach wgmma.fence one by one; legal on a "
+                          "GPU.  flash_attention_wgmma keeps its consumer code branch-free")
+def test_executor_runs_a_wgmma_after_a_warp_dependent_branch(cpu):
+    x = np.ones(128, np.float32)
+    x[:32] = -1.0                              # warp 0 takes the other side
+    out = np.zeros(128, np.float32)
+    _warp_dependent_branch_before_wgmma[1, 128](out, x)
+    np.testing.assert_array_equal(out, np.where(x > 0, 2.0, 0.0))
