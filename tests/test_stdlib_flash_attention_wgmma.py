@@ -202,6 +202,17 @@ def test_every_output_written(cpu):
     check(out.view(np.float16), q, k, v, True, bkv=32)
 
 
+def test_released_tiles_are_refilled(cpu):
+    """16-key tiles with two warpgroups (cfg): causal, the block's warpgroup 0 does not need the
+    last 4 of its tiles, more than the 2 stages, so the producer refills stages that only
+    warpgroup 0's releases free (without them the launch deadlocks)."""
+    q, k, v = _inputs((1, 128, 64), (1, 140, 64), np.float16)
+    out = np.full(q.shape, 0x7E00, np.uint16)
+    fw.flash_attention_wgmma_arrays("f16", *(x.view(np.uint16) for x in (q, k, v)), 1, True,
+                                    np.float32(fa.LOG2E / 8), out, cfg=(2, 16, 2))
+    check(out.view(np.float16), q, k, v, True, bkv=16)
+
+
 WINDOWED = [  # dtype, heads, kv heads, seq_q, seq_k, head_dim, causal, window, softcap
     (np.float16, 2, 1, 70, 150, 64, True, 40, 0.0),      # the block's tiles start at 1,
     # its warpgroup 1's at 3 (it only releases tiles 1 and 2)
