@@ -267,6 +267,7 @@ def cutlass_rows(arch: str, cutlass: str | None) -> tuple[list[LoopCount], str]:
     import subprocess
     if arch not in ("sm_90", "sm_90a"):
         return [], ""
+    cutlass = cutlass or os.environ.get("CUTLASS_SRC")
     ex = os.path.join(cutlass or "", "examples", "88_hopper_fmha")
     if not cutlass or not os.path.isdir(ex):
         return [], ("CUTLASS FMHA columns skipped: pass --cutlass DIR or set CUTLASS_SRC to a "
