@@ -282,6 +282,16 @@ def test_hopper_head_dim_128_bf16(hopper, monkeypatch):
     assert spy.names == [WG]
 
 
+def test_hopper_window_and_softcap(hopper):
+    """The GPU configuration with a sliding window and a logit cap: two query blocks, the
+    second starting its tiles at 3 (keys before every row's window are never loaded), its
+    warpgroup 1 releasing the tiles before its own window."""
+    q, k, v = _inputs((1, 200, 64), (1, 700, 64), np.float16)
+    out = sk.flash_attention(q, k, v, True, window=150, softcap=30.0)
+    check(out, q, k, v, True, None, 150, 30.0, bkv=128)
+    assert [ln.entry for ln in hopper.launches] == [WG]
+
+
 def test_mma_sync_on_sm80_on_the_cpu_and_when_sanitizing(ampere, monkeypatch):
     spy = Launches(monkeypatch)
     q, k, v = _inputs((1, 20, 64), (1, 20, 64), np.float16)
