@@ -386,7 +386,7 @@ def flash_attention_wgmma_kernel(out: u16[:, :, :], qmap: pyptx.tensormap,
         k_desc = pyptx.wgmma_desc(ring, k_base, swizzle=128, lbo=16, sbo=1024)
         v_desc = pyptx.wgmma_desc(ring, v_base, swizzle=128, lbo=BKV * 128, sbo=1024)
         # this warpgroup's tiles: [t_first, nw) computed, the rest of [t_lo, nt) released;
-        # [n_plain_lo, n_plain) need no mask
+        # [max(t_first, w_end), n_plain) need no mask (w_end: past every row's window edge)
         nw = nt
         if causal:
             nw = (max(min(sk, qw + WG_ROWS + shift), 0) + BKV - 1) // BKV
