@@ -200,6 +200,15 @@ def sass(quick: bool) -> str:
         out += ["", "Attention main loops vs llama.cpp's fattn-mma-f16 / fattn-vec "
                 "(benchmarks/bench_attention_sass.py; the llama.cpp rows need `GGML_SRC`):", "",
                 "```", attn.report("sm_90", os.environ.get("GGML_SRC")), "```"]
+    try:
+        hopper = importlib.import_module("bench_gemm_wgmma_sass")
+    except ImportError:
+        pass
+    else:
+        progress("Hopper GEMM vs CUTLASS")
+        out += ["", "Hopper GEMM main loop vs CUTLASS (benchmarks/bench_gemm_wgmma_sass.py; the "
+                "CUTLASS rows need `CUTLASS_SRC`):", "", "```",
+                hopper.report(os.environ.get("CUTLASS_SRC")), "```"]
     return "\n".join(out)
 
 

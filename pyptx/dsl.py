@@ -86,7 +86,8 @@ _FUNCTIONS += ("wgmma_desc wgmma wgmma_fence wgmma_commit wgmma_wait "
                "fence_proxy_async").split()   # Hopper warpgroup MMA (frontend/wgmma.py)
 _FUNCTIONS += ("mbarrier_init mbarrier_arrive mbarrier_arrive_expect_tx mbarrier_expect_tx "
                "mbarrier_try_wait mbarrier_wait fence_mbarrier_init "
-               "tma_load").split()        # mbarriers and TMA, sm_90 (frontend/tma.py)
+               "tma_load tma_store tma_store_wait").split()   # mbarriers and TMA, sm_90
+                                                              # (frontend/tma.py)
 globals().update({name: Intrinsic(name) for name in _FUNCTIONS})
 
 __all__ = ["thread_idx", "block_idx", "block_dim", "grid_dim", "WARP_SIZE", "shared", "local",

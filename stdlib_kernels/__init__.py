@@ -13,6 +13,7 @@ from .attention import (decode_attention, decode_attention_kernel, decode_merge_
 from .elementwise import add, add_kernel
 from .gemm import gemm, gemm_naive_kernel, gemm_tiled_kernel
 from .gemm_tc import gemm_tc_kernel
+from .gemm_wgmma import gemm_wgmma_kernel
 from ._later import NotYetImplementedError  # noqa: F401
 from .flash_attention import (flash_attention, flash_attention_f32_kernel,
                               flash_attention_tc_kernel)
@@ -34,7 +35,7 @@ __all__ = [
     "softmax_warp_kernel", "softmax_block_kernel", "rmsnorm_kernel", "layernorm_kernel",
     "gemm_naive_kernel", "gemm_tiled_kernel", "kv_scatter_kernel", "decode_attention_kernel",
     "decode_merge_kernel", "rope_kernel", "swiglu_kernel", "gate_up_swiglu_kernel",
-    "gemm_tc_kernel", "flash_attention", "flash_attention_tc_kernel",
+    "gemm_tc_kernel", "gemm_wgmma_kernel", "flash_attention", "flash_attention_tc_kernel",
     "flash_attention_f32_kernel", "flash_attention_tc_wide_kernel",
     "q4k_matmul", "q6k_matmul", "q8_0_matmul", "q4k_gate_up_swiglu",
     "act_sums_kernel", "act_q8_kernel", "q4k_gemv_kernel", "q4k_dp4a_kernel",

@@ -10,16 +10,21 @@ A block of 288 threads owns a 128 x 128 tile of C and walks K in steps of 64:
   consumer threads once their warpgroup's MMAs have read the stage);
 * warps 0-3 and 4-7 are two consumer warpgroups; warpgroup g multiplies rows 64g .. 64g+63 of the
   tile: per K step four `wgmma m64n128k16` read A and B straight from shared memory through
-  matrix descriptors, accumulating 64 f32 registers per thread.
+  matrix descriptors, accumulating 64 f32 registers per thread.  A step's group is committed,
+  then `wgmma_wait(1)` retires the previous step's and its stage is released, so one group is
+  always queued behind the running one (with 1 stage the step retires at once: the producer is
+  waiting for that very stage).
 
 A and B rows of 64 halves are 128 bytes, so both are staged with the 128-byte swizzle (the tensor
 maps' and the descriptors' modes agree; every stage starts at a multiple of 1024 bytes): A is
-K-major (rows 128 bytes apart, 8-row groups 1024 bytes apart: SBO = 1024; the k16 steps advance
-the start address by 32 bytes inside the swizzled row), B is MN-major (`trans_b`; rows of 64 n,
-8-k groups 1024 bytes apart: SBO = 1024; the second 64-column box 8192 bytes on: LBO = 8192; the
-k16 steps advance 16 rows = 2048 bytes).  Stage phases: K step t uses stage t % STAGES, whose
-full barrier completes its (t // STAGES)-th phase (parity (t // STAGES) & 1); the producer refills
-a stage after its empty barrier completes the phase of the previous use.
+K-major (rows 128 bytes apart, 8-row groups 1024 bytes apart: SBO = 1024; the k16 steps advance the
+start address by 32 bytes inside the swizzled row), B is MN-major (`trans_b`; rows of 64 n, 8-k
+groups 1024 bytes apart: SBO = 1024; the second 64-column box 8192 bytes on: LBO = 8192; the k16
+steps advance 16 rows = 2048 bytes).  The descriptors are built once and advanced by adding those
+offsets >> 4 to their start-address field; the warpgroup index is broadcast (shfl_idx) so ptxas
+keeps them in uniform registers, where wgmma reads them.  Stage phases: K step t uses stage t %
+STAGES, whose full barrier completes its (t // STAGES)-th phase (parity (t // STAGES) & 1); the
+producer refills a stage after its empty barrier completes the phase of the previous use.
 
 The epilogue writes the accumulators by the wgmma D fragment layout (thread l of warp w of a
 warpgroup holds rows 16w + l/4 and +8, columns 8i + 2(l%4), +1) with bounds checks; the TMA boxes'
@@ -29,8 +34,10 @@ TMA needs 16-byte global strides: `k % 8 == 0` and `n % 8 == 0` (16-bit elements
 aligned base addresses.  Otherwise `gemm_wgmma` falls back to the mma.sync kernel (gemm_tc.py).
 
 The ring lives in dynamic shared memory (131136 bytes at STAGES = 4 on a GPU: above the 48 KiB
-static limit).  The CPU executor grants 48 KiB a block (as a GPU does without the opt-in), so
-launches on it use STAGES = 1 (the same kernel, every K step through one stage and both parities).
+static limit), with no static shared memory before it, so it starts where the block's shared window
+does (aligned beyond the 1024 bytes the swizzle needs; CUTLASS relies on the same).  The CPU
+executor grants 48 KiB a block (as a GPU does without the opt-in), so launches on it use STAGES = 1
+(the same kernel, every K step through one stage and both parities).
 """
 from __future__ import annotations
 
@@ -108,10 +115,11 @@ def gemm_wgmma_kernel(c: f32[:, :], amap: pyptx.tensormap, bmap: pyptx.tensormap
                     s = 0
                     ph ^= 1
     else:
-        wg = pyptx.shfl_idx(warp >> 2, 0)     # the same in every lane: ptxas keeps what depends
-        # on it in uniform registers, where wgmma wants its descriptors.  The descriptors of stage 0's first k16 slice; a stage, a k16 slice of A (32 bytes on
-        # in its swizzled rows) and of B (16 rows of 128 bytes) are constant additions to the
-        # start address field (bytes >> 4), as CUTLASS advances its descriptors
+        wg = pyptx.shfl_idx(warp >> 2, 0)     # the same in every lane: ptxas keeps what
+        # depends on it in uniform registers, where wgmma wants its descriptors.  These are
+        # stage 0's first k16 slice; a stage, a k16 slice of A (32 bytes on in its swizzled
+        # rows) and of B (16 rows of 128 bytes) are constant additions to the start-address
+        # field (bytes >> 4), as CUTLASS advances its descriptors
         a_desc = pyptx.wgmma_desc(ring, wg * (64 * BK), swizzle=128, lbo=16, sbo=ROW_GROUP)
         b_desc = pyptx.wgmma_desc(ring, b_base, swizzle=128, lbo=B_BOX_BYTES, sbo=ROW_GROUP)
         acc = (0.0,) * 64

@@ -912,6 +912,7 @@ class _TensorMapArg:
             raise FakeFault("fake device: a tensor-map parameter that cuTensorMapEncodeTiled "
                             "did not make", R.CUDA_ERROR_INVALID_VALUE)
         self.m = m
+        self.writable = True             # a view of device memory: stores land there
         hit = fake._allocation_at(m["address"])
         if hit is None:
             raise FakeFault("fake device: a tensor map of freed memory")

@@ -89,7 +89,7 @@ def ampere(monkeypatch):
     yield from _fake(monkeypatch, (8, 0))
 
 
-# ---- the CPU executor (1 stage) -------------------------------------------------------------------
+# ---- the CPU executor (1 stage) ------------------------------------------------------------------
 
 @pytest.mark.parametrize("dt", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
 def test_cpu_three_k_tiles_through_one_stage(cpu, monkeypatch, dt):
@@ -128,6 +128,14 @@ def test_what_a_tensor_map_cannot_describe_goes_to_mma_sync(cpu, monkeypatch, sh
     assert "gemm_wgmma_kernel" not in spy.names
 
 
+@pytest.mark.parametrize("shape", [(0, 16, 8), (8, 16, 0)], ids=["m_zero", "n_zero"])
+def test_an_empty_result_launches_nothing(cpu, monkeypatch, shape):
+    spy = _Launches(monkeypatch)
+    m, k, n = shape
+    c = sk.gemm(np.ones((m, k), np.float16), np.ones((k, n), np.float16), "wgmma")
+    assert c.shape == (m, n) and c.dtype == np.float32 and spy.names == []
+
+
 def test_a_misaligned_start_goes_to_mma_sync(cpu, monkeypatch):
     spy = _Launches(monkeypatch)
     buf = _halves(16 * 24 + 1, np.float16)
@@ -137,7 +145,7 @@ def test_a_misaligned_start_goes_to_mma_sync(cpu, monkeypatch):
     assert spy.names == ["gemm_tc_kernel"]
 
 
-# ---- a fake sm_90 GPU (4 stages, as on an H100) ----------------------------------------------------
+# ---- a fake sm_90 GPU (4 stages, as on an H100) --------------------------------------------------
 
 def test_hopper_every_stage_both_parities_and_ragged_edges(hopper, monkeypatch):
     """k = 584: 10 K steps (the last 8 wide) through 4 stages: stages 0 and 1 are filled three
@@ -174,7 +182,7 @@ def test_wgmma_on_an_sm80_gpu_says_what_to_use(ampere):
         sk.gemm(a, a, "wgmma")
 
 
-# ---- ptxas and SASS (sm_90a) -----------------------------------------------------------------------
+# ---- ptxas and SASS (sm_90a) ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("bf", [False, True], ids=["f16", "bf16"])
 @pytest.mark.parametrize("stages", [gw.CPU_STAGES, gw.GPU_STAGES])
@@ -184,6 +192,11 @@ def test_ptxas_sm90a_no_spills_hgmma_and_utmaldg(bf, stages):
     res = ck.resources()
     assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
     assert res["registers"] * gw.THREADS <= 65536, res
+    from pyptx.toolchain import assemble
+    log = assemble(ck.ptx, "sm_90a", verbose=True)
+    # ptxas kept the wgmma pipeline asynchronous: no serialisation (C7510) and no wait it had
+    # to inject (C7517) — it would for an accumulator read before its group's wait
+    assert "serialized" not in log and "C75" not in log, log
     from benchmarks.sass_report import disassemble, find_cuobjdump
     if find_cuobjdump() is None:
         pytest.skip("no cuobjdump")
@@ -195,7 +208,7 @@ def test_ptxas_sm90a_no_spills_hgmma_and_utmaldg(bf, stages):
     assert not any(is_f64(i) for i in ins)
 
 
-# ---- @pyptx.kernel(arch=...) -----------------------------------------------------------------------
+# ---- @pyptx.kernel(arch=...) ---------------------------------------------------------------------
 
 @pyptx.kernel(arch="sm_90a")
 def _pinned(x: pyptx.f32[:]):
@@ -238,3 +251,61 @@ def test_arch_must_be_a_string():
 def test_runs_on(kernel_arch, device_arch, ok):
     from pyptx.target import runs_on
     assert runs_on(kernel_arch, device_arch) is ok
+
+
+# ---- the SASS counting of benchmarks/bench_gemm_wgmma_sass.py (hand-made listing) ----------------
+
+PRODUCER_CONSUMER = [
+    "MOV R0, RZ",                                           # 0x00
+    "IADD3 R1, R1, 0x1, RZ",                                # 0x10  main loop header
+    "SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R2], R3",          # 0x20  spin-wait retry (nested)
+    "@!P0 BRA 0x20",                                        # 0x30
+    "WARPGROUP.ARRIVE",                                     # 0x40
+    "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4].tnspB, R24",  # 0x50
+    "HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8].tnspB, R24",  # 0x60
+    "@P1 BRA 0x10",                                         # 0x70  main loop back edge
+    "IADD3 R5, R5, 0x1, RZ",                                # 0x80  producer loop header
+    "ELECT P2, URZ, PT",                                    # 0x90  ptxas's ELECT wrapper
+    "UTMALDG.2D [UR8], [UR4]",                              # 0xa0
+    "@P2 BRA 0x90",                                         # 0xb0
+    "@P3 BRA 0x80",                                         # 0xc0  producer back edge
+    "EXIT"]                                                 # 0xd0
+
+
+def test_sass_count_skips_spin_waits_and_elect_wrappers():
+    from benchmarks.bench_gemm_wgmma_sass import count
+    from benchmarks.sass_count import parse_sass
+    from test_sass_report import _listing
+    ins = parse_sass(_listing("k", PRODUCER_CONSUMER))["k"]
+    row = count("k", ins, 90, "")
+    assert row.main["insns"] == 5 and row.main["HGMMA"] == 2    # 0x10, 0x40..0x70
+    assert row.main["WARPGROUP"] == 1 and row.main["SYNCS"] == 0
+    assert row.producer["insns"] == 5 and row.producer["UTMALDG"] == 1   # 0x80..0xc0
+    assert row.hgmma == 2 and row.utmaldg == 1 and not row.error
+
+
+# ---- generated shapes (CPU executor) -------------------------------------------------------------
+
+from hypothesis import given, settings, strategies as hs  # noqa: E402
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(m=hs.integers(1, 160), n8=hs.integers(1, 20), k8=hs.integers(1, 24),
+       bf=hs.booleans(), seed=hs.integers(0, 2**32 - 1))
+def test_generated_shapes_on_the_cpu_executor(m, n8, k8, bf, seed):
+    """Any m, and n, k multiples of 8 (what a tensor map takes): up to 2 block rows, 2 block
+    columns, 3 K steps, ragged everywhere."""
+    import os
+    old = os.environ.get("PYPTX_DEVICE")
+    os.environ["PYPTX_DEVICE"] = "cpu"
+    try:
+        r = np.random.default_rng(seed)
+        dt = ml_dtypes.bfloat16 if bf else np.float16
+        a = (r.standard_normal((m, 8 * k8)) * 0.5).astype(dt)
+        b = (r.standard_normal((8 * k8, 8 * n8)) * 0.5).astype(dt)
+        _check(sk.gemm(a, b, "wgmma"), a, b)
+    finally:
+        if old is None:
+            del os.environ["PYPTX_DEVICE"]
+        else:
+            os.environ["PYPTX_DEVICE"] = old

@@ -162,7 +162,7 @@ def pipeline(out: f32[:], tm: pyptx.tensormap, K: pyptx.constexpr, S: pyptx.cons
              SW: pyptx.constexpr):
     """Thread 0 streams K boxes of 8 x 32 f32 through an S-stage ring (full[s]: the box's
     bytes landed; empty[s]: warp 1's 32 threads read it); warp 1 lane c folds column c of each
-    box, reading element (r, c) at its swizzled place."""
+    box, reading element (r, c) at its swizzled place.  Block b streams rows from 8 * K * b."""
     tiles = pyptx.shared.array((S, 256), f32)
     full = pyptx.shared.array(S, u64)
     empty = pyptx.shared.array(S, u64)
@@ -178,7 +178,7 @@ def pipeline(out: f32[:], tm: pyptx.tensormap, K: pyptx.constexpr, S: pyptx.cons
             s = k % S
             pyptx.mbarrier_wait(empty, s, ((k // S) & 1) ^ 1)
             pyptx.mbarrier_arrive_expect_tx(full, s, 8 * 32 * 4)
-            pyptx.tma_load(tiles, (s, 0), tm, (8 * k, 0), full, s)
+            pyptx.tma_load(tiles, (s, 0), tm, (8 * (k + K * pyptx.block_idx.x), 0), full, s)
     elif tid >= 32:
         c = tid - 32
         acc = f32(0.0)
@@ -193,7 +193,7 @@ def pipeline(out: f32[:], tm: pyptx.tensormap, K: pyptx.constexpr, S: pyptx.cons
                 col += tiles[s, byte // 4]
             acc = acc * f32(0.5) + col
             pyptx.mbarrier_arrive(empty, s)
-        out[c] = acc
+        out[32 * pyptx.block_idx.x + c] = acc
 
 
 @pytest.mark.parametrize("K,S,SW", [(7, 3, 128), (5, 2, 0), (4, 1, 128)])
@@ -201,17 +201,20 @@ def test_pipeline_uses_every_stage_and_parity(cpu_device, K, S, SW):
     """K > S: each stage is refilled (both parities of full[s] and empty[s] waited on when
     K > 2S); the last box hangs over the end of the array (its missing rows read as zeros).
     Values are small integers, so every f32 sum is exact and equality is the check."""
-    rows = 8 * K - 3
+    blocks = 3                 # each block has its own barriers and tiles
+    rows = 8 * K * blocks - 3
     a = rng.integers(-4, 5, size=(rows, 32)).astype(np.float32)
     tm = pyptx.TensorMap(a, (8, 32), swizzle=SW)
-    out = np.zeros(32, np.float32)
-    pipeline[1, 64](out, tm, K, S, SW)
-    padded = np.zeros((8 * K, 32))
+    out = np.zeros(32 * blocks, np.float32)
+    pipeline[blocks, 64](out, tm, K, S, SW)
+    padded = np.zeros((8 * K * blocks, 32))
     padded[:rows] = a
-    want = np.zeros(32)
-    for k in range(K):
-        want = want * 0.5 + padded[8 * k:8 * k + 8].sum(axis=0)
-    np.testing.assert_array_equal(out, want.astype(np.float32))
+    for b in range(blocks):
+        want = np.zeros(32)
+        for k in range(K):
+            r0 = 8 * (k + K * b)
+            want = want * 0.5 + padded[r0:r0 + 8].sum(axis=0)
+        np.testing.assert_array_equal(out[32 * b:32 * b + 32], want.astype(np.float32))
 
 
 # ---- asynchronous completion: the tile is not there before the wait ----------------------------
@@ -353,7 +356,8 @@ def test_ptxas_accepts_sm_90a():
     if find_ptxas() is None:
         pytest.skip("no ptxas")
     for k, cx in ((load2d, dict(NB=256)), (load3d, dict(NB=256)),
-                  (pipeline, dict(K=7, S=3, SW=128)), (early_read, dict(wait_first=False))):
+                  (pipeline, dict(K=7, S=3, SW=128)), (early_read, dict(wait_first=False)),
+                  (move_box, dict(NB=1024, WAIT=True))):
         assemble(pyptx.compile(k, arch="sm_90a", constexprs=cx).ptx, "sm_90a")
 
 
@@ -435,3 +439,154 @@ def test_numpy_tensor_map_on_a_gpu_is_refused(monkeypatch):
             load2d[1, 64](pyptx.to_device(np.zeros(256, np.uint8)), tm, 0, 0, 256)
     finally:
         gen.close()
+
+
+# ---- TMA stores --------------------------------------------------------------------------------
+
+@pyptx.kernel
+def move_box(ta: pyptx.tensormap, tb: pyptx.tensormap, r0: i32, c0: i32, r1: i32, c1: i32,
+             NB: pyptx.constexpr, WAIT: pyptx.constexpr):
+    """Load the box of A at (r0, c0), store it into B at (r1, c1): both maps share the box and
+    swizzle, so the tile's shared layout is whatever both agree on."""
+    tile = pyptx.shared.array(NB, u8)
+    bars = pyptx.shared.array(1, u64)
+    if thread_idx.x == 0:
+        pyptx.mbarrier_init(bars, 0, 1)
+        pyptx.mbarrier_arrive_expect_tx(bars, 0, NB)
+        pyptx.tma_load(tile, 0, ta, (r0, c0), bars, 0)
+        pyptx.mbarrier_wait(bars, 0, 0)
+        pyptx.tma_store(tb, (r1, c1), tile, 0)
+        if WAIT:
+            pyptx.tma_store_wait(0)
+
+
+@pytest.mark.parametrize("swizzle", [0, 32, 128])
+@pytest.mark.parametrize("dst", [(3, 8), (-2, -4), (14, 30)])
+def test_store_writes_only_the_in_bounds_part_of_the_box(cpu_device, swizzle, dst):
+    inner = (swizzle or 64) // 4
+    box = (6, inner)
+    a = _array("float32", (12, 40))
+    b = np.full((17, 40), -1.0, np.float32)
+    ta = pyptx.TensorMap(a, box, swizzle=swizzle)
+    tb = pyptx.TensorMap(b, box, swizzle=swizzle)
+    src = (2, 4)
+    move_box[1, 32](ta, tb, *src, *dst, ta.box_bytes, True)
+    want = np.full((17, 40), -1.0, np.float32)
+    tile = expected_box(a, src, box)
+    for (i, j), v in np.ndenumerate(tile):
+        r, c = dst[0] + i, dst[1] + j
+        if 0 <= r < 17 and 0 <= c < 40:
+            want[r, c] = v
+    np.testing.assert_array_equal(b, want)
+
+
+def test_unwaited_stores_complete_by_the_end_of_the_kernel(cpu_device):
+    a = _array("float32", (8, 16))
+    b = np.zeros((8, 16), np.float32)
+    ta, tb = pyptx.TensorMap(a, (8, 16)), pyptx.TensorMap(b, (8, 16))
+    move_box[1, 32](ta, tb, 0, 0, 0, 0, ta.box_bytes, False)
+    np.testing.assert_array_equal(b, a)
+
+
+def test_store_through_the_fake_driver(monkeypatch):
+    from fake_driver import FakeDriver, on_fake_gpu
+    gen = on_fake_gpu(monkeypatch, FakeDriver(cc=(9, 0)))
+    next(gen)
+    try:
+        a = _array("float32", (16, 32))
+        da, db = pyptx.to_device(a), pyptx.to_device(np.zeros((16, 32), np.float32))
+        ta = pyptx.TensorMap(da, (8, 32), swizzle=128)
+        tb = pyptx.TensorMap(db, (8, 32), swizzle=128)
+        move_box[1, 32](ta, tb, 8, 0, 4, 0, ta.box_bytes, True)
+        want = np.zeros((16, 32), np.float32)
+        want[4:12] = a[8:16]
+        np.testing.assert_array_equal(db.copy_to_host(), want)
+    finally:
+        gen.close()
+
+
+def test_store_ptx_form():
+    ptx = pyptx.compile(move_box, arch="sm_90", constexprs=dict(NB=1024, WAIT=True)).ptx
+    assert "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group" in ptx
+    assert "cp.async.bulk.commit_group;" in ptx and "cp.async.bulk.wait_group.read 0;" in ptx
+    assert ".param .align 64 .b8 tb[128]" in ptx
+
+
+def test_pipeline_is_clean_under_the_sanitizer(cpu_device):
+    """A correct TMA ring: the consumers read each tile after its phase completed, and the
+    next copy into a stage lands only after they arrived on its empty barrier."""
+    a = rng.integers(-4, 5, size=(8 * 5 * 2, 32)).astype(np.float32)
+    out = np.zeros(64, np.float32)
+    with pyptx.sanitize():
+        pipeline[2, 64](out, pyptx.TensorMap(a, (8, 32), swizzle=128), 5, 2, 128)
+    want = [np.zeros(32), np.zeros(32)]
+    for b in range(2):
+        for k in range(5):
+            want[b] = want[b] * 0.5 + a[8 * (k + 5 * b):8 * (k + 5 * b) + 8].sum(axis=0)
+    np.testing.assert_array_equal(out, np.concatenate(want).astype(np.float32))
+
+
+def test_tensormap_parameter_needs_sm_90(cpu_device):
+    @pyptx.kernel
+    def unused_map(tm: pyptx.tensormap, out: f32[:]):
+        out[0] = 1.0
+    with pytest.raises(CompileError, match=r"tensor map parameter 'tm'.*needs sm_90"):
+        pyptx.compile(unused_map, arch="sm_80")
+    out = np.zeros(1, np.float32)          # the CPU executor compiles it for sm_90 instead
+    unused_map[1, 1](pyptx.TensorMap(np.zeros((4, 4), np.float32), (4, 4)), out)
+    assert out[0] == 1.0
+
+
+def test_rank_mismatch_and_misaligned_tile_are_reported(cpu_device):
+    a3 = np.zeros((2, 4, 8), np.float32)
+    with pytest.raises(pyptx.LaunchError, match=r"bulk.tensor.2d.*the tensor map has rank 3"):
+        load2d[1, 64](np.zeros(256, np.uint8), pyptx.TensorMap(a3, (2, 4, 8)), 0, 0, 256)
+
+    @pyptx.kernel
+    def offset_tile(tm: pyptx.tensormap, di: i32):
+        tile = pyptx.shared.array(2048, u8)
+        bars = pyptx.shared.array(1, u64)
+        if thread_idx.x == 0:
+            pyptx.mbarrier_init(bars, 0, 1)
+            pyptx.mbarrier_arrive_expect_tx(bars, 0, 1024)
+            pyptx.tma_load(tile, di, tm, (0, 0), bars, 0)
+            pyptx.mbarrier_wait(bars, 0, 0)
+    a = np.zeros((8, 32), np.float32)
+    offset_tile[1, 32](pyptx.TensorMap(a, (8, 32)), 128)             # 128-byte aligned: fine
+    with pytest.raises(pyptx.MemoryFault, match=r"must be 128-byte aligned.*got shared address 64"):
+        offset_tile[1, 32](pyptx.TensorMap(a, (8, 32)), 64)
+    with pytest.raises(pyptx.MemoryFault, match=r"must be 1024-byte aligned.*128-byte swizzle"):
+        offset_tile[1, 32](pyptx.TensorMap(a, (8, 32), swizzle=128), 128)
+
+
+def test_param_packer_aligns_a_tensor_map_to_64_bytes():
+    from pyptx.compiler import KernelParam
+    from pyptx.runtime.driver import ParamPacker
+    p = ParamPacker([KernelParam("n", "s32"), KernelParam("tm", "b8[128]"),
+                     KernelParam("x", "u64")])
+    assert p.offsets == [0, 64, 192]
+    raw = bytes(range(128))
+    import ctypes
+    base = p.pack([7, raw, 9])
+    ptrs = (ctypes.c_void_p * 3).from_address(base)
+    assert ctypes.string_at(ptrs[1], 128) == raw
+
+
+def test_device_array_maps_on_the_cpu_executor(cpu_device):
+    """A DeviceArray on the CPU device: loads read its copy, stores land in it."""
+    a = _array("float32", (16, 32))
+    da, db = pyptx.to_device(a), pyptx.to_device(np.zeros((16, 32), np.float32))
+    ta, tb = pyptx.TensorMap(da, (8, 32)), pyptx.TensorMap(db, (8, 32))
+    move_box[1, 32](ta, tb, 4, 0, 8, 0, ta.box_bytes, True)
+    want = np.zeros((16, 32), np.float32)
+    want[8:16] = a[4:12]
+    np.testing.assert_array_equal(db.copy_to_host(), want)
+
+
+def test_read_only_array_cannot_be_stored_through(cpu_device):
+    b = np.zeros((8, 16), np.float32)
+    b.flags.writeable = False
+    a = _array("float32", (8, 16))
+    with pytest.raises(pyptx.LaunchError, match=r"read-only array.*tma_store"):
+        move_box[1, 32](pyptx.TensorMap(a, (8, 16)), pyptx.TensorMap(b, (8, 16)), 0, 0, 0, 0,
+                        512, True)

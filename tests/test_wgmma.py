@@ -14,6 +14,7 @@ import pathlib
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import pyptx
 from pyptx import f32, i32, thread_idx, u16, u32
@@ -212,10 +213,14 @@ def wg_regs(out: f32[:, :], c: f32[:, :], ra: u32[:, :], imgb: u16[:],
         out[t, j] = acc[j]
 
 
-def _ptxas_ok(ck):
-    """ptxas accepts the kernel for sm_90a and does not serialise its wgmma pipeline."""
+def _ptxas_ok(ck, early_read=False):
+    """ptxas accepts the kernel for sm_90a, does not serialise its wgmma pipeline ("Potential
+    Performance Loss: wgmma.mma_async instructions are serialized due to ...") and, unless the
+    kernel reads an accumulator before its wait on purpose, injects no wait of its own ("(C7517)
+    wgmma.wait_group is injected ... to allow use of registers defined by GMMA")."""
     log = assemble(ck.ptx, "sm_90a", verbose=True)
     assert "serializ" not in log.lower(), log
+    assert early_read or "injected" not in log, log
     assert "wgmma.mma_async" in ck.ptx and ".target sm_90a" in ck.ptx
 
 
@@ -240,7 +245,8 @@ def _check(out, c, Av, Bv, ks, scaled, tag):
             got[d_place(th, j)] = out[th, j]
     bound = (ks * U + ks * 17 * 2.0 ** -53) * mag
     err = np.abs(got - want)
-    assert (err <= bound).all(), (tag, float(np.nanmax(err - bound)), np.argwhere(~(err <= bound))[:4])
+    assert (err <= bound).all(), (tag, float(np.nanmax(err - bound)),
+                                  np.argwhere(~(err <= bound))[:4])
 
 
 def _kt(mode):
@@ -354,7 +360,8 @@ def test_k_loop_keeps_the_accumulator_in_place_and_ptxas_pipelines_it(tmp_path):
     body = _loop_body(ck.ptx)
     assert "wgmma.mma_async" in body and "mov.f32" not in body, body
     log = assemble(ck.ptx, "sm_90a", verbose=True)
-    assert "serializ" not in log.lower() and "0 bytes spill stores" in log, log
+    assert "serializ" not in log.lower() and "injected" not in log, log
+    assert "0 bytes spill stores" in log, log
     import subprocess
     from pyptx.toolchain import find_ptxas
     ptxas = find_ptxas()
@@ -455,7 +462,7 @@ def test_an_incomplete_warpgroup_is_a_launch_error():
         _protocol(0, block=64)
 
 
-# ---- compile errors -------------------------------------------------------------------------------
+# ---- compile errors ---------------------------------------------------------------------------
 
 @pyptx.kernel
 def wg_bad(out: f32[:], imga: u16[:], WHAT: pyptx.constexpr):
@@ -521,4 +528,167 @@ def test_the_optimizer_keeps_the_async_ops_in_order(opt):
     last_wait = max(i for i, s in enumerate(seq) if s.startswith("wgmma.wait"))
     assert seq.index("wgmma.wait_group.sync.aligned") < seq.index("st.global.f32")
     assert sum(s.startswith("st.global") for s in seq[last_wait:]) == 4
-    _ptxas_ok(ck)
+    _ptxas_ok(ck, early_read=True)          # y is stored before its wait on purpose
+
+
+# ---- the descriptor's bits and the accumulator-copy fallback ----------------------------------
+
+@pyptx.kernel
+def wg_descs(out: pyptx.u64[:], lbo: i32, sbo: i32):
+    s = pyptx.shared.array(4096, u16)
+    out[0] = pyptx.wgmma_desc(s, 0, swizzle=0, lbo=128, sbo=256)
+    out[1] = pyptx.wgmma_desc(s, 16, swizzle=32)
+    out[2] = pyptx.wgmma_desc(s, 64 + 8, swizzle=64, lbo=lbo, sbo=sbo)
+    out[3] = pyptx.wgmma_desc(s, 1000, swizzle=128, lbo=lbo, sbo=sbo)
+    out[4] = pyptx.wgmma_desc(s, 0, swizzle=128) + 2     # advanced by hand: start + 32 bytes
+
+
+def test_descriptor_bits():
+    """The ISA's descriptor: (addr >> 4) in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in 32-45,
+    swizzle in 62-63 (1 = 128B, 2 = 64B, 3 = 32B).  The array `s` is the first shared array and
+    is 1024-aligned (a 128B-swizzled descriptor points into it), so it starts at 0 here."""
+    out = np.zeros(5, np.uint64)
+    wg_descs[1, 1](out, 4096, 2048)
+
+    def desc(addr, lbo, sbo, code):
+        return (addr >> 4) | (lbo >> 4) << 16 | (sbo >> 4) << 32 | code << 62
+    want = [desc(0, 128, 256, 0), desc(32, 16, 256, 3), desc(144, 4096, 2048, 2),
+            desc(2000, 4096, 2048, 1), desc(32, 16, 1024, 1)]
+    assert [int(x) for x in out] == want
+    ck = pyptx.compile(wg_descs, arch="sm_90a")
+    assert ".shared .align 1024 .b8" in ck.ptx
+    assemble(ck.ptx, "sm_90a")
+
+
+@pytest.mark.parametrize("lbo,msg", [(8, "multiple of 16"), (1 << 18, "multiple of 16"),
+                                     (1.5, "integer byte offset")])
+def test_descriptor_offsets_are_checked(lbo, msg):
+    @pyptx.kernel
+    def bad(out: pyptx.u64[:], L: pyptx.constexpr):
+        s = pyptx.shared.array(4096, u16)
+        out[0] = pyptx.wgmma_desc(s, 0, swizzle=128, lbo=L)
+    with pytest.raises(CompileError, match=msg):
+        pyptx.compile(bad, arch="sm_90a", constexprs={"L": lbo})
+
+
+@pyptx.kernel
+def wg_reuse(out: f32[:, :], c: f32[:, :], imga: u16[:], imgb: u16[:]):
+    """The accumulator passed in is still used after the wgmma (D = A·B + C and C itself are
+    stored): the backend must copy C into fresh D registers, not overwrite it."""
+    sa = pyptx.shared.array(64 * 16, u16)
+    sb = pyptx.shared.array(8 * 16, u16)
+    t = thread_idx.x
+    for i in range(t, 64 * 16, 128):
+        sa[i] = imga[i]
+    for i in range(t, 8 * 16, 128):
+        sb[i] = imgb[i]
+    pyptx.fence_proxy_async()
+    pyptx.syncthreads()
+    acc = (c[t, 0], c[t, 1], c[t, 2], c[t, 3])
+    pyptx.wgmma_fence()
+    d = pyptx.wgmma(pyptx.wgmma_desc(sa, 0, swizzle=32), pyptx.wgmma_desc(sb, 0, swizzle=32),
+                    acc, atype="f16")
+    pyptx.wgmma_commit()
+    pyptx.wgmma_wait(0)
+    for j in pyptx.static_range(4):
+        out[t, j] = d[j]
+        out[t, 4 + j] = acc[j]
+
+
+def test_an_accumulator_used_later_is_copied_not_clobbered():
+    Abits, Av = _halves("f16", (64, 16))
+    Bbits, Bv = _halves("f16", (16, 8))
+    la, lb = Layout(32, False, 64, 16), Layout(32, False, 8, 16)
+    c = rng.standard_normal((128, 4)).astype(np.float32)
+    out = np.full((128, 8), np.nan, np.float32)
+    wg_reuse[1, 128](out, c, la.image(Abits), lb.image(Bbits.T))
+    np.testing.assert_array_equal(out[:, 4:], c)
+    _check(np.ascontiguousarray(out[:, :4]), c, Av, Bv, 1, True, "reuse")
+    ck = pyptx.compile(wg_reuse, arch="sm_90a")
+    assert ck.ptx.count("mov.f32") == 4
+    assemble(ck.ptx, "sm_90a")
+
+
+@pytest.mark.parametrize("opt", [0, 2])
+def test_the_ir_verifies_and_round_trips(opt):
+    """The frontend's IR for descriptors and wgmma passes the verifier's type rules (u32 shift
+    counts, VecType(f32, N/2) results) and prints/parses back to itself."""
+    from pyptx.ir import parse_function, print_function, verify
+    for kernel, cx in ((wg_kloop, {}), (wg_protocol, {"MODE": 0}), (wg_descs, {})):
+        ck = pyptx.compile(kernel, arch="sm_90a", constexprs=cx or None, opt_level=opt)
+        fn = parse_function(ck.ir)
+        verify(fn)
+        assert print_function(fn) == ck.ir
+
+
+@pyptx.kernel
+def wg_early_overwrite(out: f32[:, :], imga: u16[:], imgb: u16[:]):
+    """Overwrites the B tile (with zeros) after issuing the wgmma and before its wait: a race
+    on the GPU (the tensor cores may read B any time until the wait)."""
+    sa = pyptx.shared.array(64 * 16, u16)
+    sb = pyptx.shared.array(8 * 16, u16)
+    t = thread_idx.x
+    for i in range(t, 64 * 16, 128):
+        sa[i] = imga[i]
+    for i in range(t, 8 * 16, 128):
+        sb[i] = imgb[i]
+    pyptx.fence_proxy_async()
+    pyptx.syncthreads()
+    pyptx.wgmma_fence()
+    d = pyptx.wgmma(pyptx.wgmma_desc(sa, 0, swizzle=32), pyptx.wgmma_desc(sb, 0, swizzle=32),
+                    (0.0,) * 4, atype="f16", scale_d=False)
+    pyptx.wgmma_commit()
+    sb[t] = u16(0x3C00)                         # 1.0 everywhere: B becomes all ones
+    pyptx.fence_proxy_async()
+    pyptx.wgmma_wait(0)
+    for j in pyptx.static_range(4):
+        out[t, j] = d[j]
+
+
+def test_shared_memory_is_read_when_the_wait_retires_the_wgmma():
+    """The executor carries a wgmma out at its retiring wait, so a tile overwritten before it
+    is read as overwritten (here: D = A @ ones), and a checked launch names the race."""
+    Abits, Av = _halves("f16", (64, 16))
+    Bbits, _ = _halves("f16", (16, 8))
+    la, lb = Layout(32, False, 64, 16), Layout(32, False, 8, 16)
+    out = np.full((128, 4), np.nan, np.float32)
+    wg_early_overwrite[1, 128](out, la.image(Abits), lb.image(Bbits.T))
+    _check(out, np.zeros((128, 4), np.float32), Av, np.ones((16, 8)), 1, False, "overwrite")
+    with pytest.raises(pyptx.SanitizerError, match="race"):
+        with pyptx.sanitize():
+            wg_early_overwrite[1, 128](out, la.image(Abits), lb.image(Bbits.T))
+
+
+def test_two_warpgroups_per_block_and_two_blocks():
+    """Block of 256 threads (warpgroups 0 and 1, each its own C and D), grid of 2 blocks."""
+    kind, n, mode = "bf16", 16, 64
+    kt = _kt(mode)
+    Abits, Av = _halves(kind, (64, kt))
+    Bbits, Bv = _halves(kind, (kt, n))
+    la, lb = Layout(mode, False, 64, kt), Layout(mode, False, n, kt)
+    imga, imgb = la.image(Abits), lb.image(Bbits.T)
+    c = rng.standard_normal((256, n // 2)).astype(np.float32)
+    out = np.full((256, n // 2), np.nan, np.float32)
+    cx = dict(NA=imga.size, NB=imgb.size, NH=n // 2, KS=kt // 16, SW=mode, ALBO=la.lbo,
+              ASBO=la.sbo, BLBO=lb.lbo, BSBO=lb.sbo, ASTEP=la.start(1) // 2,
+              BSTEP=lb.start(1) // 2, TA=False, TB=False, BF=True, SCALE=1)
+    wg_desc.specialize(**cx)[2, 256](out, c, imga, imgb, 1)
+    for g in range(2):
+        rows = slice(128 * g, 128 * g + 128)
+        _check(np.ascontiguousarray(out[rows]), c[rows], Av, Bv, kt // 16, True, ("wg", g))
+
+
+def test_a_correct_kernel_is_clean_under_the_sanitizer():
+    """fence_proxy_async + syncthreads before, wait before reading: no race, nothing read
+    uninitialised, and the result is the same."""
+    with pyptx.sanitize():
+        test_k_loop_on_the_cpu_through_a_plain_launch()
+        test_wait_group_retires_the_older_group_only()
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(["f16", "bf16"]), n=st.integers(1, 32).map(lambda k: 8 * k),
+       mode=st.sampled_from([0, 32, 64, 128]), ta=st.booleans(), tb=st.booleans(),
+       scale=st.sampled_from([None, True, False]), flag=st.integers(0, 1))
+def test_generated_shapes_and_layouts(kind, n, mode, ta, tb, scale, flag):
+    _run_desc(kind, n, mode, ta, tb, scale, flag)

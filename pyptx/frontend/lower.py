@@ -144,7 +144,7 @@ def _finish(cx, src, param_types) -> Function:
         elif isinstance(t, T.ScalarType):
             signature.append(ArgSpec(pname, "scalar", t, 0, False))
         elif t is T.tensormap:
-            signature.append(ArgSpec(pname, "tensormap", T.u8, 0, False))
+            signature.append(ArgSpec(pname, "tensormap", T.u8, 0, pname in cx.written))
     fn.attrs.update(source_file=src.filename, first_line=src.first_line, source_lines=lines,
                     written_params=set(cx.written), uses_printf=cx.uses_printf,
                     signature=signature)

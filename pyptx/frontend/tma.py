@@ -128,29 +128,57 @@ def _align_tile(cx, view) -> None:
                 d.align = max(d.align, TILE_ALIGN)
 
 
-@intrinsic("tma_load", "dst", "di", "tmap", "coords", "bars", "bi")
-def _tma_load(cx, dst, di, tmap, coords, bars, bi):
-    if not isinstance(dst, ArrayView) or dst.space != "shared":
-        raise cx.err(f"tma_load()'s dst must be a shared-memory array, got "
-                     f"{arith.describe(dst)}; allocate one with pyptx.shared.array(shape, "
+def _tile(cx, view, what: str, name: str):
+    if not isinstance(view, ArrayView) or view.space != "shared":
+        raise cx.err(f"{what}'s {name} must be a shared-memory array, got "
+                     f"{arith.describe(view)}; allocate one with pyptx.shared.array(shape, "
                      f"dtype)")
+    memory.inner_contiguous(cx, view, f"{what}'s {name}")
+    _align_tile(cx, view)
+
+
+def _map_and_coords(cx, tmap, coords, what: str) -> list:
+    """The coordinates as i32 IR values, innermost first (PTX's order)."""
     if not isinstance(tmap, TensorMapRef):
-        raise cx.err(f"tma_load()'s tmap must be a tensor map parameter of the kernel, got "
+        raise cx.err(f"{what}'s tmap must be a tensor map parameter of the kernel, got "
                      f"{arith.describe(tmap)}; declare the parameter as tmap: "
                      f"pyptx.tensormap and pass a pyptx.TensorMap(array, box) for it")
     if not isinstance(coords, tuple) or len(coords) not in (2, 3):
-        raise cx.err(f"tma_load()'s coords must be a tuple of 2 or 3 element coordinates "
+        raise cx.err(f"{what}'s coords must be a tuple of 2 or 3 element coordinates "
                      f"(numpy order, outermost first, one per dimension of the tensor map), "
                      f"got {arith.describe(coords)}; write e.g. (row0, col0)")
     cs = []
     for k, c in enumerate(coords):
-        t = scalar_arg(cx, c, f"tma_load()'s coords[{k}]")
+        t = scalar_arg(cx, c, f"{what}'s coords[{k}]")
         if t.is_float or t.is_bool:
-            raise cx.err(f"tma_load()'s coords[{k}] must be an integer element coordinate, "
+            raise cx.err(f"{what}'s coords[{k}] must be an integer element coordinate, "
                          f"got {t.name}; convert with i32(x)")
         cs.append(arith.convert(cx, c, T.i32))
-    memory.inner_contiguous(cx, dst, "tma_load()'s dst")
-    _align_tile(cx, dst)
+    return cs[::-1]
+
+
+@intrinsic("tma_load", "dst", "di", "tmap", "coords", "bars", "bi")
+def _tma_load(cx, dst, di, tmap, coords, bars, bi):
+    _tile(cx, dst, "tma_load()", "dst")
+    cs = _map_and_coords(cx, tmap, coords, "tma_load()")
     dptr = memory.element_ptr(cx, dst, di)
     bptr = _bar_ptr(cx, bars, bi, "tma_load()")
-    arith.emit(cx, "tma_load", [dptr, tmap.param, bptr] + cs[::-1], None)
+    arith.emit(cx, "tma_load", [dptr, tmap.param, bptr] + cs, None)
+
+
+@intrinsic("tma_store", "tmap", "coords", "src", "si")
+def _tma_store(cx, tmap, coords, src, si):
+    _tile(cx, src, "tma_store()", "src")
+    cs = _map_and_coords(cx, tmap, coords, "tma_store()")
+    sptr = memory.element_ptr(cx, src, si)
+    cx.written.add(tmap.name)            # the launcher copies the array back (CPU executor)
+    arith.emit(cx, "tma_store", [tmap.param, sptr] + cs, None)
+
+
+@intrinsic("tma_store_wait", "n", n=0)
+def _tma_store_wait(cx, n):
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 63:
+        raise cx.err(f"tma_store_wait()'s n must be a compile-time int 0..63 (how many bulk "
+                     f"store groups may still be reading shared memory), got "
+                     f"{arith.describe(n)}; write e.g. tma_store_wait(0)")
+    arith.emit(cx, "tma_store_wait", [], None, n=n)

@@ -42,9 +42,9 @@ def _u64(cx, v, what: str):
 
 def _field(cx, v, shift: int):
     """((v >> 4) & 0x3FFF) << shift, as u64 IR."""
-    x = arith.emit(cx, "shr", [v, make_const(4, T.u64)], T.u64)
+    x = arith.emit(cx, "shr", [v, make_const(4, T.u32)], T.u64)
     x = arith.emit(cx, "and", [x, make_const(0x3FFF, T.u64)], T.u64)
-    return arith.emit(cx, "shl", [x, make_const(shift, T.u64)], T.u64) if shift else x
+    return arith.emit(cx, "shl", [x, make_const(shift, T.u32)], T.u64) if shift else x
 
 
 @intrinsic("wgmma_desc", "smem", "idx", "swizzle", "lbo", "sbo", swizzle=128, lbo=None,

@@ -209,6 +209,15 @@ class FunctionEmitter:
         for p, name in zip(self.fn.params, self.param_names):
             t = p.type
             if isinstance(t, PtrType) and t.space == "param":     # a tensor map (lower_tma)
+                if self.sm < 90:
+                    err = CompileError(f"the tensor map parameter '{p.name}' (pyptx.tensormap) "
+                                       f"needs sm_90 or newer (compiling for {self.arch}); "
+                                       f"compile with arch='sm_90' or newer",
+                                       self.fn.attrs.get("source_file"),
+                                       self.fn.attrs.get("first_line"))
+                    err.needs_arch = "sm_90"
+                    raise err
+                self.need("cp.async.bulk.tensor")     # ISA 8.0 (cvta.param needs 7.7)
                 raw = self.new_reg("%rd")
                 self.i(f"mov.u64 {raw}, {name}")
                 self.i(f"cvta.param.u64 {self.reg(p)}, {raw}")

@@ -64,6 +64,20 @@ def lower_fence_mbarrier_init(em, ins) -> None:
     em.i("fence.mbarrier_init.release.cluster")
 
 
+@lowers("tma_store")
+def lower_tma_store(em, ins) -> None:
+    tmap, src, *coords = ins.operands
+    cs = ", ".join(em.reg(c) for c in coords)
+    em.i(f"cp.async.bulk.tensor.{len(coords)}d.global.shared::cta.tile.bulk_group "
+         f"[{em.reg(tmap)}, {{{cs}}}], {_address(em, src, ins)}")
+
+
+@lowers("tma_store_wait")
+def lower_tma_store_wait(em, ins) -> None:
+    em.i("cp.async.bulk.commit_group")
+    em.i(f"cp.async.bulk.wait_group.read {int(ins.attrs['n'])}")
+
+
 @lowers("tma_load")
 def lower_tma_load(em, ins) -> None:
     dst, tmap, bar, *coords = ins.operands

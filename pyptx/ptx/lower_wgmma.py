@@ -14,7 +14,6 @@ same value twice, a constant) the copies are emitted as before.
 """
 from __future__ import annotations
 
-from ..ir.analysis import _succ_blocks
 from ..ir.core import Const
 from .emitter import lowers
 from .lower_vector import _lanes
@@ -42,7 +41,7 @@ def _live_out(fn) -> dict:
         changed = False
         for b in reversed(fn.blocks):
             out = set()
-            for s in _succ_blocks(b):
+            for s in b.successors:
                 out |= live_in[s]
             if out != live_out[b]:
                 live_out[b] = out

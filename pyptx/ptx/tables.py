@@ -190,7 +190,7 @@ from ..target import ARCH_MIN_ISA  # noqa: E402,F401 - the arch facts live in py
 #: instruction features that need more than the base: name -> (min ISA x10, min sm).  Each is
 #: declared by the op records that need it (`gate`: every use, checked by the emitter before the
 #: lowering runs; `features`: some types, the lowering calls `em.need`)
-FEATURES: dict[str, tuple[int, int]] = ptx_features()
+FEATURES: dict[str, tuple[int, int | str]] = ptx_features()
 
 _ARCH_RE = re.compile(r"^sm_(\d+)([af]?)$")
 

@@ -540,7 +540,7 @@ def _gpu_array_arg():
 
 def _checker(spec, dev, array_arg, kname, ordinal=None):
     if spec.kind == "tensormap":
-        return _tensormap_checker(spec.name, dev, kname)
+        return _tensormap_checker(spec.name, dev, kname, spec.writable)
     if spec.kind == "array":
         return _array_checker(spec, dev, array_arg, kname, ordinal)
     t = spec.dtype
@@ -551,11 +551,11 @@ def _checker(spec, dev, array_arg, kname, ordinal=None):
     return _float_checker(spec.name, t, kname)
 
 
-def _tensormap_checker(name, dev, kname):
+def _tensormap_checker(name, dev, kname, writable=False):
     """A `pyptx.tensormap` parameter: a TensorMap, flattened to itself on the CPU (the
     executor's launcher encodes it once its array has a heap address) and to the driver's 128
     bytes on a GPU."""
-    from .tensormap import TensorMap
+    from .tensormap import BoundTensorMap, TensorMap
 
     def check(a, out):
         if not isinstance(a, TensorMap):
@@ -570,7 +570,10 @@ def _tensormap_checker(name, dev, kname):
                 raise LaunchError(f"{kname}(): argument '{name}' is a TensorMap of a GPU "
                                   f"DeviceArray, but the launch runs on the CPU executor; make "
                                   f"it of a numpy array")
-            out.append(a)
+            if writable and not a.host_array().flags.writeable:
+                raise LaunchError(f"{kname}(): argument '{name}' is a TensorMap of a read-only "
+                                  f"array, but the kernel stores through it (tma_store)")
+            out.append(BoundTensorMap(a, writable))
             return
         if not isinstance(a.array, DeviceArray) or a.array._host is not None:
             raise LaunchError(f"{kname}(): argument '{name}' is a TensorMap of a numpy array, "

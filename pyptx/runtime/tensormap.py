@@ -177,3 +177,18 @@ def _c_strides(shape, itemsize) -> tuple:
         out.append(step)
         step *= s
     return tuple(out[::-1])
+
+
+class BoundTensorMap:
+    """A CPU launch's tensor-map argument: the map, and whether the kernel stores through it
+    (`tma_store`), so the executor's launcher copies its array back afterwards."""
+    __slots__ = ("tmap", "writable")
+
+    def __init__(self, tmap: TensorMap, writable: bool):
+        self.tmap, self.writable = tmap, writable
+
+    def host_array(self) -> np.ndarray:
+        return self.tmap.host_array()
+
+    def encode_at(self, address: int) -> bytes:
+        return self.tmap.encode_at(address)

@@ -39,6 +39,19 @@ def _check_arrive(c, ins, T, a):
            "mbar_arrive: a ptr.shared<u64> mbarrier, u64 result (the arrival state)")
 
 
+def _check_tma_store(c, ins, T, a):
+    c.need(len(a) in (4, 5) and isinstance(a[0], PtrType) and a[0].space == "param"
+           and isinstance(a[1], PtrType) and a[1].space == "shared"
+           and all(t == i32 for t in a[2:]),
+           "tma_store: ptr.param tensor map, shared src, 2 or 3 i32 coordinates (innermost "
+           "first)")
+
+
+def _check_tma_store_wait(c, ins, T, a):
+    n = ins.attrs.get("n")
+    c.need(type(n) is int and 0 <= n <= 63, "tma_store_wait: n an int 0..63")
+
+
 def _check_tma_load(c, ins, T, a):
     c.need(len(a) in (5, 6) and isinstance(a[0], PtrType) and a[0].space == "shared"
            and isinstance(a[1], PtrType) and a[1].space == "param" and _is_bar(a[2])
@@ -97,4 +110,17 @@ OPS = [
        "mbarrier at p (plus attrs bar_offset bytes)",
        pure=False, result=False, check=_check_tma_load,
        addresses=((0, "offset"), (2, "bar_offset")), gate=_TMA, ptx=("cp",)),
+    op("tma_store", "tmap, src, c0, c1[, c2]",
+       "PTX cp.async.bulk.tensor.{2d,3d}.global.shared::cta.tile.bulk_group [tmap, {c0, c1[, "
+       "c2]}], [src]: copy a box from shared memory at src (128-byte aligned, laid out with "
+       "the map's swizzle, plus attrs offset bytes) to the tensor map's box at innermost-first "
+       "coordinates c0.. (elements outside the tensor are not written), asynchronously, in "
+       "the thread's current bulk group",
+       pure=False, result=False, check=_check_tma_store, addresses=((1, "offset"),),
+       gate=_TMA, ptx=("cp",)),
+    op("tma_store_wait", "",
+       "PTX cp.async.bulk.commit_group then cp.async.bulk.wait_group.read attrs n: commit "
+       "this thread's bulk stores since the last commit as one group, then wait until at most "
+       "n groups are still reading their shared source",
+       pure=False, result=False, check=_check_tma_store_wait, gate=_TMA, ptx=("cp",)),
 ]

@@ -12,6 +12,7 @@ from .memory import GlobalHeap
 from .operands import DTYPES
 from .progress import Progress
 from .program import program
+from .tma import finish_stores
 
 
 @dataclass
@@ -107,6 +108,7 @@ def launch(ptx_text: str, entry: str, grid, block, args, shared_mem: int = 0, ch
                 bar.start(b0, nb)
                 st.beat = bar.work
                 run(st)
+                finish_stores(st)
                 st.beat = None
                 st.monitor = None           # a cached state must not keep the shadow memory
                 if st.nbytes <= STATE_CACHE_BYTES and len(cache) < 4:
@@ -121,3 +123,5 @@ def launch(ptx_text: str, entry: str, grid, block, args, shared_mem: int = 0, ch
     for (name, typ), a in zip(code.params, args):
         if isinstance(a, ArrayArg) and a.writable:
             heap.read_back(arg_index[name], a.array)
+        elif name in tmaps and getattr(a, "writable", False):      # tma_store wrote it
+            heap.read_back(arg_index[name], a.host_array())

@@ -29,7 +29,7 @@ from ...errors import LaunchError
 from .memory import Fault
 from .memops import address, locate
 from .opkinds import WARPSYNC, Op, builds
-from .tma import build_bulk_tensor
+from .tma import build_bulk
 from .operands import reader, writer
 
 _FULL = np.uint32(0xFFFFFFFF)
@@ -219,7 +219,7 @@ def build_cp(ctx, ins, parts):
     if parts[:2] != ["cp", "async"]:
         ctx.error("only cp.async is supported")
     if "bulk" in parts:                     # TMA (tma.py)
-        return build_bulk_tensor(ctx, ins, parts)
+        return build_bulk(ctx, ins, parts)
     if "commit_group" in parts:
         def commit(st, sel):
             q = _copies(st)

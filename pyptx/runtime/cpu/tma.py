@@ -1,5 +1,7 @@
-"""TMA on the CPU executor: `cp.async.bulk.tensor.{1d..5d}.shared::cluster.global.tile.
-mbarrier::complete_tx::bytes [dst], [tmap, {c0, ...}], [mbar]`, and the CPU's tensor map.
+"""TMA on the CPU executor: loads (`cp.async.bulk.tensor.<n>d.shared::cluster.global.tile.
+mbarrier::complete_tx::bytes [dst], [tmap, {c0, ...}], [mbar]`), stores (`cp.async.bulk.tensor.
+<n>d.global.shared::cta.tile.bulk_group [tmap, {c0, ...}], [src]` with `cp.async.bulk.
+commit_group` / `wait_group[.read]`), and the CPU's tensor map.
 
 A copy issues in one thread: the tensor map (a `.param .b8[128]` parameter, addressed
 through `mov` + `cvta.param`) is decoded, the box at the innermost-first element coordinates
@@ -10,7 +12,10 @@ shared with wgmma's descriptors).  dst must be 128-byte aligned, and for a swizz
 aligned to the swizzle's repeat (256/512/1024 bytes), so the pattern starts where the
 reader's does.
 
-The bytes land later: the copy is kept in flight (`mbarrier.Barriers.inflight`) until a
+Stores read their source tile (in the map's swizzled layout) and write the box's in-bounds
+elements when a `cp.async.bulk.wait_group` retires their group, or when the batch ends.
+
+The bytes of a load land later: the copy is kept in flight (`mbarrier.Barriers.inflight`) until a
 thread polls its mbarrier (`mbarrier.try_wait`), which writes them and completes their
 transactions (the tx-count drops by the box's bytes).  A kernel that reads the tile without
 waiting therefore sees stale shared memory here, as it may on a GPU; under pyptx.sanitize such a
@@ -104,12 +109,16 @@ def _map_of(st, ctx_params, a: int, line: int) -> dict:
         raise LaunchError(f"CPU executor: cp.async.bulk.tensor at PTX line {line}: parameter "
                           f"'{name}' does not hold a CPU tensor map; pass a pyptx.TensorMap "
                           f"of a numpy array for it")
+    if m["interleave"] or m["oob_fill"] or any(e != 1 for e in m["element_strides"][1:]):
+        raise LaunchError(f"CPU executor: cp.async.bulk.tensor at PTX line {line}: parameter "
+                          f"'{name}' is an interleaved, NaN-filled or element-strided tensor "
+                          f"map; the executor runs plain tiled maps (as pyptx.TensorMap makes)")
     return m
 
 
-def _box_bytes(st, m, coords, lane: int) -> np.ndarray:
-    """The box at innermost-first coordinates as bytes in row-major (outermost-first) order;
-    elements outside the tensor are zero."""
+def _box_elements(st, m, coords, lane: int):
+    """(heap byte index of each in-bounds element of the box, the in-bounds mask) with the
+    box's axes in numpy (outermost-first) order, for innermost-first coordinates."""
     rank, es = m["rank"], m["elem_bytes"]
     box = m["box"]
     # per dimension (innermost first): element indices and whether they are in bounds
@@ -122,33 +131,83 @@ def _box_bytes(st, m, coords, lane: int) -> np.ndarray:
         shape[rank - 1 - d] = box[d]
         off = off + (np.where(ok[d], idx[d], 0) * m["strides"][d]).reshape(shape)
         inb = inb & ok[d].reshape(shape)
-    out = np.zeros(off.shape + (es,), np.uint8)
+    inb = np.broadcast_to(inb, off.shape)
+    gi = np.zeros(0, np.int64)
     if inb.any():
-        addr = m["address"] + off[inb]
         try:
-            gi = st.heap.index(addr.astype(np.int64), es, 1)
+            gi = st.heap.index((m["address"] + off[inb]).astype(np.int64), es, 1)
         except Fault as f:
-            raise Fault(lane, f.address, "global", f"the tensor map's box reads outside its "
+            raise Fault(lane, f.address, "global", f"the tensor map's box lies outside its "
                         f"array: {f.nearest}") from None
+    return gi, inb
+
+
+def _box_bytes(st, m, coords, lane: int) -> np.ndarray:
+    """The box at innermost-first coordinates as bytes in row-major (outermost-first) order;
+    elements outside the tensor are zero."""
+    es = m["elem_bytes"]
+    gi, inb = _box_elements(st, m, coords, lane)
+    out = np.zeros(inb.shape + (es,), np.uint8)
+    if gi.size:
         out[inb] = st.heap.buf[gi[:, None] + np.arange(es)]
     return out.reshape(-1)
 
 
+def build_bulk(ctx, ins, parts):
+    """Every cp.async.bulk form pyptx emits (tensorcore.build_cp hands them over)."""
+    if "commit_group" in parts:
+        return _commit
+    if "wait_group" in parts:
+        return _wait_builder(ctx, ins, parts)
+    if "tensor" not in parts:
+        ctx.error("only cp.async.bulk.tensor and the bulk commit/wait groups are supported")
+    if "bulk_group" in parts:
+        return build_bulk_store(ctx, ins, parts)
+    return build_bulk_tensor(ctx, ins, parts)
+
+
+def _dims(ctx, parts) -> int:
+    return next((int(p[0]) for p in parts if len(p) == 2 and p[1] == "d" and p[0].isdigit()),
+                0)
+
+
+def _tensor_operand(ctx, op, dims: int):
+    """[tmap, {c0, ...}] -> (tensor map address reader, coordinate readers)."""
+    if op[0] != "tensor_mem" or len(op[2]) != dims:
+        ctx.error(f"cp.async.bulk.tensor.{dims}d needs [tmap, {{{dims} coordinates}}]")
+    tmap = reader(ctx, ("reg", op[1]), "u64") if op[1].startswith("%") else \
+        reader(ctx, ("sym", op[1]), "u64")
+    return tmap, [reader(ctx, ("reg", r), "s32") for r in op[2]]
+
+
+def _tile_at(st, k: int, d0: int, m: dict, nbytes: int, what: str) -> np.ndarray:
+    """Shared byte addresses (within the block's row) of a dense box of nbytes at d0, after
+    the map's swizzle; checks the alignment and the extent."""
+    need = max(128, repeat_bytes(m["swizzle"]))
+    if d0 % need:
+        raise Fault(k, d0, "shared", f"the {what} address must be {need}-byte aligned (128 "
+                    f"bytes, and the {m['swizzle']}-byte swizzle's repeat), got shared "
+                    f"address {d0}")
+    phys = swizzle(d0 + np.arange(nbytes, dtype=np.int64), m["swizzle"])
+    if int(phys.max()) >= st.shared.row:
+        raise Fault(k, int(phys.max()), "shared", f"the {nbytes}-byte box at shared address "
+                    f"{d0} ends past the block's {st.shared.row} bytes of shared memory")
+    return phys
+
+
 def build_bulk_tensor(ctx, ins, parts):
     """cp.async.bulk.tensor (global -> shared, tile mode, mbarrier completion)."""
-    dims = next((int(p[0]) for p in parts if len(p) == 2 and p[1] == "d" and p[0].isdigit()), 0)
+    dims = _dims(ctx, parts)
     if (not 1 <= dims <= 5 or "tile" not in parts or "global" not in parts
             or "shared::cluster" not in parts or "mbarrier::complete_tx::bytes" not in parts):
         ctx.error("only cp.async.bulk.tensor.<n>d.shared::cluster.global.tile."
                   "mbarrier::complete_tx::bytes is supported")
     ops = ins.operands
-    if len(ops) != 3 or ops[1][0] != "tensor_mem" or len(ops[1][2]) != dims:
+    if len(ops) != 3:
         ctx.error(f"cp.async.bulk.tensor.{dims}d takes [dst], [tmap, {{{dims} coordinates}}], "
                   f"[mbar] (no multicast or cache-hint operands)")
     dst_addr, bar_addr = address(ctx, ops[0]), address(ctx, ops[2])
-    tmap = reader(ctx, ("reg", ops[1][1]), "u64") if ops[1][1].startswith("%") else \
-        reader(ctx, ("sym", ops[1][1]), "u64")
-    crs = [reader(ctx, ("reg", r), "s32") for r in ops[1][2]]
+    tmap, crs = _tensor_operand(ctx, ops[1], dims)
     names = [n for n, _ in ctx.entry.params]
     line = ins.line
 
@@ -168,19 +227,8 @@ def build_bulk_tensor(ctx, ins, parts):
             if m["rank"] != dims:
                 raise LaunchError(f"CPU executor: cp.async.bulk.tensor.{dims}d at PTX line "
                                   f"{line}: the tensor map has rank {m['rank']}")
-            d0 = int(da[k])
-            need = max(128, repeat_bytes(m["swizzle"]))
-            if d0 % need:
-                raise Fault(k, d0, "shared", f"cp.async.bulk.tensor destination must be "
-                            f"{need}-byte aligned (128 bytes, and the {m['swizzle']}-byte "
-                            f"swizzle's repeat), got shared address {d0}")
             data = _box_bytes(st, m, [int(c[k]) for c in cs], k)
-            logical = d0 + np.arange(data.size, dtype=np.int64)
-            phys = swizzle(logical, m["swizzle"])
-            if int(phys.max()) >= st.shared.row:
-                raise Fault(k, int(phys.max()), "shared", f"the {data.size}-byte box at "
-                            f"shared address {d0} ends past the block's {st.shared.row} bytes "
-                            f"of shared memory")
+            phys = _tile_at(st, k, int(da[k]), m, data.size, "cp.async.bulk.tensor destination")
             blk = int(st.blk[lane])
             o = int(ba[k])
             a = bars.by_offset.get(o)
@@ -195,3 +243,109 @@ def build_bulk_tensor(ctx, ins, parts):
             if mon is not None and mon.sanitizer is not None:
                 mon.sanitizer.async_issued(st, dst, line)
     return issue
+
+
+# ---- TMA stores (shared -> global, bulk groups) ---------------------------------------------------
+
+class _Stores:
+    """Each thread's bulk stores not yet performed: entries [lane, group, shared buffer indices
+    of the source bytes, decoded map, innermost-first coordinates, PTX line]; the groups each
+    thread committed."""
+
+    def __init__(self, st):
+        self.heap = st.heap
+        self.committed = np.zeros(st.T, np.int64)
+        self.pending: list = []
+
+
+def _stores(st) -> _Stores:
+    q = st.__dict__.get("_bulk_stores")
+    if q is None or q.heap is not st.heap:           # a new launch on a reused state
+        q = st._bulk_stores = _Stores(st)
+    return q
+
+
+def _perform(st, e) -> None:
+    """Read a store's source tile (swizzled) from shared memory and write the box's in-bounds
+    elements to global memory."""
+    lane, _grp, src, m, coords, _line = e
+    es = m["elem_bytes"]
+    data = st.shared.buf[src].reshape(-1, es)
+    gi, inb = _box_elements(st, m, coords, lane)
+    if gi.size:
+        st.heap.buf[gi[:, None] + np.arange(es)] = data[inb.reshape(-1)]
+
+
+def build_bulk_store(ctx, ins, parts):
+    """cp.async.bulk.tensor.<n>d.global.shared::cta.tile.bulk_group [tmap, {c..}], [src]."""
+    dims = _dims(ctx, parts)
+    if not 1 <= dims <= 5 or "tile" not in parts or "global" not in parts or \
+            "shared::cta" not in parts:
+        ctx.error("only cp.async.bulk.tensor.<n>d.global.shared::cta.tile.bulk_group is "
+                  "supported")
+    ops = ins.operands
+    if len(ops) != 2:
+        ctx.error("cp.async.bulk.tensor (store) takes [tmap, {coordinates}], [src]")
+    tmap, crs = _tensor_operand(ctx, ops[0], dims)
+    src_addr = address(ctx, ops[1])
+    names = [n for n, _ in ctx.entry.params]
+    line = ins.line
+
+    def issue(st, sel):
+        t = st.tidx if sel is None else np.asarray(sel)
+        tm = np.broadcast_to(np.asarray(tmap(st, sel), np.int64), t.shape)
+        sa = np.broadcast_to(np.asarray(src_addr(st, sel), np.int64), t.shape)
+        cs = [np.broadcast_to(np.asarray(c(st, sel), np.int64), t.shape) for c in crs]
+        q = _stores(st)
+        for k in range(t.size):
+            lane = int(t[k])
+            m = _map_of(st, names, int(tm[k]), line)
+            if m["rank"] != dims:
+                raise LaunchError(f"CPU executor: cp.async.bulk.tensor.{dims}d at PTX line "
+                                  f"{line}: the tensor map has rank {m['rank']}")
+            n = m["elem_bytes"] * int(np.prod(m["box"]))
+            phys = _tile_at(st, k, int(sa[k]), m, n, "cp.async.bulk.tensor source")
+            coords = [int(c[k]) for c in cs]
+            _box_elements(st, m, coords, k)          # the box's global bytes: checked now
+            q.pending.append((lane, int(q.committed[lane]),
+                              int(st.blk[lane]) * st.shared.stride + phys, m, coords, line))
+    return issue
+
+
+def _commit(st, sel):
+    q = _stores(st)
+    q.committed[st.tidx if sel is None else sel] += 1
+
+
+def _wait_builder(ctx, ins, parts):
+    """cp.async.bulk.wait_group[.read] n: this thread's groups older than the newest n are
+    performed (their source read, their global bytes written; .read promises only the
+    read, and performing the whole copy is one way to keep that promise)."""
+    nv = reader(ctx, ins.operands[0], "u32")
+
+    def wait(st, sel):
+        q = _stores(st)
+        if not q.pending:
+            return
+        t = st.tidx if sel is None else np.asarray(sel)
+        member = np.zeros(st.T, bool)
+        member[t] = True
+        limit = q.committed - int(nv(st, sel))
+        keep = []
+        for e in q.pending:
+            if member[e[0]] and e[1] < limit[e[0]]:
+                _perform(st, e)
+            else:
+                keep.append(e)
+        q.pending = keep
+    return wait
+
+
+def finish_stores(st) -> None:
+    """The batch ended: stores nobody waited for still complete (in issue order), as a
+    kernel's outstanding bulk copies do before the grid is done."""
+    q = st.__dict__.get("_bulk_stores")
+    if q is not None and q.heap is st.heap:
+        for e in q.pending:
+            _perform(st, e)
+        q.pending = []

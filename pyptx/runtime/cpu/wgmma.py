@@ -18,12 +18,14 @@ atom (start + 32 bytes for the next k16 slice) reads what the GPU reads.
 Arithmetic as `mma`: products of two f16/bf16 values are exact in float64, `c + p0 + ... + p15`
 (k ascending; c = 0 when scale-d is false) is summed in float64 and rounded once to f32.
 
-Asynchrony (docs/decisions.md, "wgmma on the CPU executor"): shared memory is read when the
-wgmma issues; its D registers are written when a `wgmma.wait_group` retires its group.  Until
-then they hold NaN, so a kernel that reads its accumulator before the wait reads NaN here (the
-GPU leaves that undefined).  A later wgmma whose C registers are a pending one's D registers
-(the chained `acc = wgmma(..., acc)` without a wait in between, which the ISA allows) reads the
-pending values.
+Asynchrony (docs/decisions.md, "wgmma"): a wgmma captures its registers
+(A words, C, scale-d) when it issues, and is carried out when a `wgmma.wait_group` retires its
+group: only then are A and B read from shared memory and D written to its registers.  Until
+then the D registers hold NaN, so a kernel that reads its accumulator before the wait reads
+NaN here, and one that overwrites a tile before the wgmma reading it has retired gets the new
+data (the GPU leaves both undefined; a checked launch sees the shared reads at the wait).  A
+wgmma whose C registers are a pending one's D registers (the chained `acc = wgmma(..., acc)`
+without a wait in between, which the ISA allows) takes that one's result as C.
 """
 from __future__ import annotations
 
@@ -64,9 +66,7 @@ def _warpgroups(st, sel, what: str, line: int) -> np.ndarray:
 
 class _Pending:
     """Per-launch wgmma bookkeeping: groups committed so far per thread, whether a thread has
-    executed wgmma.fence, and the issued-but-unretired wgmmas in issue order.  Entry:
-    [threads (int64), group number per thread, {register name: column}, writers, values
-    (threads x registers, f32)]."""
+    executed wgmma.fence, and the issued-but-unretired wgmmas (`_Issued`) in issue order."""
 
     def __init__(self, st):
         self.heap = st.heap
@@ -131,8 +131,8 @@ def _halves(raw: np.ndarray, kind: str) -> np.ndarray:
     return raw.view(np.float16).astype(np.float64)
 
 
-def _read_operand(st, loc, row_thread: int, desc: int, mn: int, mn_major: bool, kind: str,
-                  line: int) -> np.ndarray:
+def _read_operand(st, loc, row_thread: int, desc: int, mn: int, mn_major: bool,
+                  kind: str) -> np.ndarray:
     """The (mn, 16) operand a descriptor names, as float64, from shared memory."""
     start, lbo, sbo, mode = decode_descriptor(desc)
     logical = start + canonical_offsets(mn, mn_major, lbo, sbo, mode)
@@ -181,26 +181,77 @@ def _commit(line):
     return run
 
 
+class _Issued:
+    """One warpgroup's wgmma between issue and retire: what it captured at issue (its 128
+    threads, its group number, A as a descriptor or register words, the B descriptor, C, the
+    chained C columns taken from earlier pending wgmmas, scale-d) and, once carried out, D."""
+    __slots__ = ("threads", "group", "cols", "spec", "a", "b", "c", "chain", "scale", "d")
+
+    def __init__(self, threads, group, cols, spec, a, b, c, chain, scale):
+        self.threads, self.group, self.cols, self.spec = threads, group, cols, spec
+        self.a, self.b, self.c, self.chain, self.scale = a, b, c, chain, scale
+        self.d = None
+
+    def result(self, st) -> np.ndarray:
+        """D (128 threads x N/2 registers, f32): computed on first use, reading shared memory
+        now."""
+        if self.d is None:
+            c = self.c.copy()
+            for prev, col, k in self.chain:
+                c[:, col] = prev.result(st)[:, k]
+            self.d = self.spec.compute(st, self, np.where(self.scale[:, None], c, 0.0))
+        return self.d
+
+
 def _wait(n: int, line: int):
     def run(st, sel):
         tw = _warpgroups(st, sel, "wgmma.wait_group", line)
         q = _pending(st)
         member = np.zeros(st.T, bool)
         member[tw.reshape(-1)] = True
-        limit = q.committed - n          # groups numbered below this are retired
         keep = []
-        for e in q.entries:
-            threads, grp, cols, writers, vals = e
-            due = member[threads] & (grp < limit[threads])
-            if due.any():
-                for w, c in zip(writers, range(vals.shape[1])):
-                    w(st, threads[due], vals[due, c])
-                if due.all():
-                    continue
-                e = [threads[~due], grp[~due], cols, writers, vals[~due]]
-            keep.append(e)
+        for e in q.entries:         # issue order: a chained wgmma's source is carried out first
+            t0 = e.threads[0]
+            if member[t0] and e.group < q.committed[t0] - n:
+                d = e.result(st)
+                for w, col in zip(e.spec.writers, range(d.shape[1])):
+                    w(st, e.threads, d[:, col])
+            else:
+                keep.append(e)
         q.entries = keep
     return run
+
+
+class _Spec:
+    """What one wgmma instruction is (from its PTX text): shape, types, operand readers."""
+
+    def __init__(self, n, kind, regs_a, trans_a, trans_b, sign, writers, loc):
+        self.n, self.kind, self.regs_a = n, kind, regs_a
+        self.trans_a, self.trans_b, self.sign = trans_a, trans_b, sign
+        self.writers, self.loc = writers, loc
+        j = np.arange(n // 2)
+        # D fragment: (128 threads, N/2 registers) -> (row, col) of the 64xN tile
+        self.d_row = (16 * _W + _G)[:, None] + 8 * ((j >> 1) & 1)[None, :]
+        self.d_col = (2 * _T)[:, None] + (8 * (j >> 2) + (j & 1))[None, :]
+
+    def compute(self, st, e: _Issued, c: np.ndarray) -> np.ndarray:
+        t0 = int(e.threads[0])
+        if self.regs_a:
+            A = np.empty((64, 16))
+            for k in range(4):
+                w = e.a[:, k]
+                r, col = 16 * _W + _G + 8 * (k & 1), 2 * _T + 8 * (k >> 1)
+                A[r, col] = _halves((w & 0xFFFF).astype(np.uint16), self.kind)
+                A[r, col + 1] = _halves((w >> 16).astype(np.uint16), self.kind)
+        else:
+            A = _read_operand(st, self.loc, t0, e.a, 64, self.trans_a, self.kind)
+        B = _read_operand(st, self.loc, t0, e.b, self.n, self.trans_b, self.kind)   # (N, 16)
+        acc = np.zeros((64, self.n))
+        with np.errstate(all="ignore"):
+            acc[self.d_row, self.d_col] = c
+            for kk in range(16):
+                acc = acc + self.sign * (A[:, kk, None] * B[None, :, kk])
+            return acc.astype(np.float32)[self.d_row, self.d_col]
 
 
 def _mma(ctx, ins, parts):
@@ -244,12 +295,10 @@ def _mma(ctx, ins, parts):
     p_read = reader(ctx, ops[3], "pred")
     loc = locate(ctx, "shared")
     line = ins.line
-    sign = float(scale_a * scale_b)
-    nreg = n // 2
-    j = np.arange(nreg)
-    # D fragment: (128 threads, N/2 registers) -> (row, col) of the 64xN tile
-    d_row = (16 * _W + _G)[:, None] + 8 * ((j >> 1) & 1)[None, :]
-    d_col = (2 * _T)[:, None] + (8 * (j >> 2) + (j & 1))[None, :]
+    spec = _Spec(n, kind, regs_a, bool(trans_a), bool(trans_b), float(scale_a * scale_b),
+                 d_write, loc)
+    cols = {r: c for c, r in enumerate(names)}
+    nan = np.float32(np.nan)
 
     def run(st, sel):
         tw = _warpgroups(st, sel, "wgmma.mma_async", line)
@@ -262,47 +311,27 @@ def _mma(ctx, ins, parts):
         ng = tw.shape[0]
         bdesc = _uniform(b_read(st, sel), tw, "B", line)
         if regs_a:
-            A = np.empty((ng, 64, 16))
-            for k in range(4):
-                w = np.broadcast_to(np.asarray(a_read[k](st, sel), np.uint32),
-                                    (flat.size,)).reshape(ng, 128)
-                lo = _halves((w & 0xFFFF).astype(np.uint16), kind)
-                hi = _halves((w >> 16).astype(np.uint16), kind)
-                r, c = 16 * _W + _G + 8 * (k & 1), 2 * _T + 8 * (k >> 1)
-                A[:, r, c], A[:, r, c + 1] = lo, hi
+            words = np.stack([np.broadcast_to(np.asarray(a_read[k](st, sel), np.uint32),
+                                              (flat.size,)) for k in range(4)], axis=1)
+            a_of = words.reshape(ng, 128, 4)
         else:
-            adesc = _uniform(a_read(st, sel), tw, "A", line)
-            A = np.stack([_read_operand(st, loc, int(tw[g, 0]), adesc[g], 64, bool(trans_a),
-                                        kind, line) for g in range(ng)])
-        B = np.stack([_read_operand(st, loc, int(tw[g, 0]), bdesc[g], n, bool(trans_b),
-                                    kind, line) for g in range(ng)])       # (ng, N, 16)
-        # C: a pending wgmma's D where these registers are still in flight, else the register
-        C = np.empty((flat.size, nreg))
-        for c, rd in enumerate(c_read):
-            C[:, c] = np.broadcast_to(rd(st, sel), (flat.size,))
-        pos = np.full(st.T, -1, np.int64)
-        for e in q.entries:
-            threads, _, cols, _, vals = e
-            pos[threads] = np.arange(threads.size)
-            at = pos[flat]
-            have = at >= 0
-            if have.any():
-                for c, r in enumerate(names):
-                    k = cols.get(r)
-                    if k is not None:
-                        C[have, c] = vals[at[have], k]
-            pos[threads] = -1
-        scale = np.broadcast_to(np.asarray(p_read(st, sel), bool), (flat.size,))
-        C = np.where(scale[:, None], C, 0.0).reshape(ng, 128, nreg)
-        acc = np.zeros((ng, 64, n))
-        with np.errstate(all="ignore"):
-            acc[:, d_row, d_col] = C
-            for kk in range(16):
-                acc = acc + sign * (A[:, :, kk, None] * B[:, None, :, kk])
-            D = acc.astype(np.float32)[:, d_row, d_col].reshape(flat.size, nreg)
-        q.entries.append([flat.copy(), q.committed[flat].copy(),
-                          {r: c for c, r in enumerate(names)}, d_write, D])
-        nan = np.float32(np.nan)
-        for w in d_write:                  # undefined until the wait: NaN here
+            a_of = _uniform(a_read(st, sel), tw, "A", line)
+        C = np.stack([np.broadcast_to(rd(st, sel), (flat.size,)) for rd in c_read],
+                     axis=1).astype(np.float64).reshape(ng, 128, n // 2)
+        scale = np.broadcast_to(np.asarray(p_read(st, sel), bool), (flat.size,)) \
+            .reshape(ng, 128)
+        for g in range(ng):
+            t0 = int(tw[g, 0])
+            chain = {}
+            for e in q.entries:             # the latest pending D of each C register wins
+                if int(e.threads[0]) == t0:
+                    for col, r in enumerate(names):
+                        k = e.cols.get(r)
+                        if k is not None:
+                            chain[col] = (e, col, k)
+            q.entries.append(_Issued(tw[g].copy(), int(q.committed[t0]), cols, spec,
+                                     a_of[g], bdesc[g], C[g].copy(), list(chain.values()),
+                                     scale[g].copy()))
+        for w in d_write:                   # undefined until the wait: NaN here
             w(st, sel, nan)
     return run
