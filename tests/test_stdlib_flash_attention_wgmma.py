@@ -314,7 +314,7 @@ def test_wgmma_on_an_sm80_gpu_says_what_to_use(ampere):
         sk.flash_attention(q, q, q, variant="wgmma")
 
 
-# ---- what the Hopper kernel does not take ----------------------------------------------------------
+# ---- what the Hopper kernel does not take --------------------------------------------------------
 
 def test_other_head_dims_and_misaligned_arrays_take_mma_sync(cpu, monkeypatch):
     spy = Launches(monkeypatch)
@@ -335,7 +335,7 @@ def test_variant_errors(cpu):
         sk.flash_attention(x32, x32, x32, variant="hopper")
 
 
-# ---- ptxas and SASS (sm_90a) -----------------------------------------------------------------------
+# ---- ptxas and SASS (sm_90a) ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("d", fw.HEAD_DIMS)
 @pytest.mark.parametrize("gpu", [False, True], ids=["cpu_config", "gpu_config"])
@@ -359,7 +359,7 @@ def test_ptxas_sm90a_no_spills_hgmma_utmaldg_no_f64(d, gpu):
     assert not any(is_f64(i) for i in ins)
 
 
-# ---- a CPU-executor limitation this kernel works around ---------------------------------------------
+# ---- a CPU-executor limitation this kernel works around ------------------------------------------
 
 @pyptx.kernel(arch="sm_90a")
 def _warp_dependent_branch_before_wgmma(out: pyptx.f32[:], x: pyptx.f32[:]):
