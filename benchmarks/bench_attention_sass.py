@@ -1,16 +1,22 @@
 """Attention kernels side by side with llama.cpp's, counted statically in SASS (no GPU needed).
 
-    python benchmarks/bench_attention_sass.py [--arch sm_90] [--ggml DIR]
+    python benchmarks/bench_attention_sass.py [--arch sm_90] [--ggml DIR] [--cutlass DIR]
 
 Ours: `flash_attention_tc` (D = 128, f16, causal and not) and the decode kernels
-(`decode_attention`, `paged_attention`, head_dim 128) as the stdlib catalog specialises them.
+(`decode_attention`, `paged_attention`, head_dim 128) as the stdlib catalog specialises them;
+for `--arch sm_90` / `sm_90a` also the Hopper kernel `flash_attention_wgmma` (D = 128, f16, the
+GPU configuration: TMA + wgmma, assembled for sm_90a, its arch-specific target).
 Theirs (with `--ggml DIR` or $GGML_SRC naming a local ggml / llama.cpp checkout; nothing is
 downloaded): `flash_attn_ext_f16` (fattn-mma-f16.cuh) for D = 128 at the 64-column tiles a
 prefill uses, without GQA packing (ncols2 = 1: synchronous loads) and with it (ncols2 = 4, 8:
 two-stage cp.async), at the 8-column tiles of small batches (1x8: a decode step with 8 query
 heads per KV head; 8x1), and `flash_attn_ext_vec` (fattn-vec.cuh) with f16 K/V, D = 128, one
 query column (decode).  Each is instantiated alone in a small generated .cu that includes ggml's header
-and compiled with the nvcc wheel.
+and compiled with the nvcc wheel.  For sm_90 (with `--cutlass DIR` or $CUTLASS_SRC naming a
+local CUTLASS checkout): CUTLASS's Hopper FMHA, examples/88_hopper_fmha (TMA, warp-specialized,
+wgmma; FlashAttention-3's structure), forward, f16, D = 128, 128 x 128 tiles, its Cooperative
+and Pingpong kernels, each in a generated one-instance .cu compiled with the nvcc wheel for
+sm_90a; the Hopper kernel's ratio is taken against these.
 
 For every kernel: the KV main loop (the innermost loop with the most HMMAs, else the most
 MUFU.EX2, i.e. the one that does the softmax), and once round it (every path, shortest to longest:
@@ -18,16 +24,20 @@ a loop body with a masked and an unmasked copy runs one of them per iteration) t
 HMMA, LDSM, MUFU.EX2, global loads / cp.async by width, shared loads, shuffles, barriers, with
 registers and local memory (spills or stack).  Work per warp per iteration is derived from the
 code: flash attention does two GEMMs per tile (S = QKᵀ, O += PV), each HMMA.16816 is 16·8·16
-MACs, so keys × query rows per warp = HMMA · 2048 / (2·D); decode does 2·D MACs per KV position
+MACs, so keys × query rows per warp = HMMA · 2048 / (2·D); an HGMMA.64xNx16 is a warpgroup's
+64·N·16 MACs, 16·N·16 per warp, so it counts as N/8 HMMAs ("HMMA-eq"), and the main loop of a
+wgmma kernel is the loop with the most HGMMAs without the mbarrier try-wait retries nested in it
+(they run only while a stage has not landed); decode does 2·D MACs per KV position
 and query head, so positions ≈ FFMA · 32 / (2·D) (an upper bound: the softmax adds a few FFMAs).
 Normalised, on the longest path (which overstates the steady state where that path holds code
-for the last or the diagonal tile only): flash attention as instructions per HMMA (equal work per
-HMMA on both sides), decode as warp instructions per KV position per query head.
+for the last or the diagonal tile only): flash attention as instructions per HMMA-eq (equal work
+per HMMA-eq on every side), decode as warp instructions per KV position per query head.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 from collections import Counter
@@ -69,7 +79,7 @@ class LoopCount:
 def _category(i: Sass) -> list[str]:
     """The counters one instruction adds to (always 'insns')."""
     out = ["insns"]
-    if i.base in ("HMMA", "LDSM", "SHFL", "BAR", "FFMA", "LDS", "STS"):
+    if i.base in ("HMMA", "HGMMA", "LDSM", "SHFL", "BAR", "FFMA", "LDS", "STS", "SYNCS"):
         out.append(i.base)
     elif i.opcode.startswith("MUFU.EX2"):
         out.append("EX2")
@@ -81,7 +91,17 @@ def _category(i: Sass) -> list[str]:
 
 
 def _count(instrs: list[Sass]) -> Counter:
-    return Counter(c for i in instrs for c in _category(i))
+    """The counters, plus HMMA_EQ: the warp's tensor-core work in HMMA.16816 units (module
+    docstring: an HGMMA.64xNx16 is N/8 of them)."""
+    c = Counter(x for i in instrs for x in _category(i))
+    c["HMMA_EQ"] = c["HMMA"] + sum(_hgmma_n(i) // 8 for i in instrs if i.base == "HGMMA")
+    return c
+
+
+def _hgmma_n(i: Sass) -> int:
+    """N of an `HGMMA.64xNx16...` instruction (sass_count's parser ends the opcode at the 'x':
+    the shape continues in the operands)."""
+    return int(re.match(r"HGMMA\.64x(\d+)x", (i.opcode + i.operands).replace(" ", "")).group(1))
 
 
 def main_loop(instrs: list[Sass]) -> tuple[list[Sass], bool]:
@@ -105,6 +125,13 @@ def main_loop(instrs: list[Sass]) -> tuple[list[Sass], bool]:
 
 def count_function(label: str, kind: str, instrs: list[Sass], registers: int,
                    local: str) -> LoopCount:
+    if any(i.base == "HGMMA" for i in instrs):      # a wgmma kernel: straight-line main loop
+        from benchmarks.bench_gemm_wgmma_sass import loop_with
+        row = LoopCount(label, kind, registers, local)
+        body = loop_with(instrs, "HGMMA")
+        row.short = row.long = _count(body)
+        row.lengths = [len(body)]
+        return row
     lp, nested = main_loop(instrs)
     row = LoopCount(label, kind, registers, local, nested=nested)
     if not lp:
@@ -121,23 +148,29 @@ def count_function(label: str, kind: str, instrs: list[Sass], registers: int,
 
 # ---- ours ---------------------------------------------------------------------------------
 
-def _ours_specs():
-    from stdlib_kernels.catalog import SPECIALISATIONS
+def _ours_specs(arch: str = "sm_90"):
+    from stdlib_kernels.catalog import ARCH_SPECIFIC, SPECIALISATIONS
     for s in SPECIALISATIONS:
         if s.label.startswith(f"flash_attention_tc[D={D},") and s.label.endswith(",f16]"):
             yield s, "fa", 0
         elif s.label.startswith(("decode_attention[DPL=4", "paged_attention[DPL=4")):
             yield s, "decode", s.constexprs["TILE"]
+    if arch in ("sm_90", "sm_90a"):                 # the Hopper kernel, for its own target
+        for s in ARCH_SPECIFIC:
+            if s.label in (f"flash_attention_wgmma[d={D},f16,full]",
+                           f"flash_attention_wgmma[d={D},f16,causal]"):
+                yield s, "fa", 0
 
 
 def ours_rows(arch: str) -> list[LoopCount]:
     import pyptx
     from benchmarks.sass_report import disassemble
     rows = []
-    for spec, kind, tile in _ours_specs():
+    for spec, kind, tile in _ours_specs(arch):
+        target = getattr(spec.kernel, "arch", None) or arch     # sm_90a for the wgmma kernel
         try:
-            ck = pyptx.compile(spec.kernel, arch=arch, constexprs=spec.constexprs)
-            res, text = disassemble(ck.ptx, arch)
+            ck = pyptx.compile(spec.kernel, arch=target, constexprs=spec.constexprs)
+            res, text = disassemble(ck.ptx, target)
         except Exception as e:  # noqa: BLE001 - a missing tool is reported in the table
             rows.append(LoopCount(f"pyptx {spec.label}", kind, error=str(e)[:80]))
             continue
@@ -207,6 +240,76 @@ def llama_rows(arch: str, ggml: str | None) -> tuple[list[LoopCount], str]:
     return rows, ""
 
 
+# ---- CUTLASS's Hopper FMHA -----------------------------------------------------------------
+
+#: CUTLASS example 88 (examples/88_hopper_fmha): the forward kernel for f16, f32 accumulation,
+#: 128 query rows x 128 keys x D = 128, TMA + warp-specialized, in one translation unit
+FMHA_SOURCE = r"""
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/device_kernel.h"
+#include "collective/fmha_fusion.hpp"
+#include "kernel/fmha_kernel_builder.hpp"
+using namespace cute;
+using QkvStride = cute::tuple<int, _1, cute::tuple<int, int>>;      // rows, D, (batch, head)
+using FmhaKernel = typename cutlass::fmha::kernel::FmhaBuilder<
+    cutlass::half_t, float, float, Shape<_128, _128, _128>, QkvStride, QkvStride, QkvStride,
+    cutlass::fmha::collective::DefaultFusion, cutlass::gemm::POLICY>::Kernel;
+template __global__ void cutlass::device_kernel<FmhaKernel>(
+    CUTLASS_GRID_CONSTANT FmhaKernel::Params const);
+"""
+FMHA_POLICIES = ("KernelTmaWarpSpecializedCooperative", "KernelTmaWarpSpecializedPingpong")
+
+
+def cutlass_rows(arch: str, cutlass: str | None) -> tuple[list[LoopCount], str]:
+    """(rows, why none) for CUTLASS's Hopper FMHA (sm_90a) compiled from the checkout
+    `cutlass` (include/ and examples/88_hopper_fmha/) with the nvcc wheel."""
+    import subprocess
+    if arch not in ("sm_90", "sm_90a"):
+        return [], ""
+    cutlass = cutlass or os.environ.get("CUTLASS_SRC")
+    ex = os.path.join(cutlass or "", "examples", "88_hopper_fmha")
+    if not cutlass or not os.path.isdir(ex):
+        return [], ("CUTLASS FMHA columns skipped: pass --cutlass DIR or set CUTLASS_SRC to a "
+                    "local CUTLASS checkout with include/ and examples/88_hopper_fmha "
+                    "(nothing is downloaded)")
+    from benchmarks.bench_gemm_wgmma_sass import _cccl
+    nvcc = gb.tool("nvcc")
+    cccl = _cccl(nvcc) if nvcc else None
+    if nvcc is None or gb.tool("cuobjdump") is None or cccl is None:
+        return [], "CUTLASS FMHA columns skipped: no nvcc / cuobjdump / libcu++ headers"
+    inc = os.path.join(os.path.dirname(os.path.dirname(nvcc)), "include")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="pyptx_fmha_") as d:
+        src = os.path.join(d, "fmha.cu")
+        with open(src, "w") as f:
+            f.write(FMHA_SOURCE)
+        for pol in FMHA_POLICIES:
+            label = f"CUTLASS 88_hopper_fmha {pol.replace('KernelTmaWarpSpecialized', '')}"
+            cubin = os.path.join(d, pol + ".cubin")
+            p = subprocess.run([nvcc, "-arch=sm_90a", "-cubin", "-O3", "-std=c++17", "-DNDEBUG",
+                                "--expt-relaxed-constexpr", "-diag-suppress", "20012",
+                                f"-DPOLICY={pol}", "-I" + os.path.join(cutlass, "include"),
+                                "-I" + ex, "-I" + inc, "-I" + cccl, src, "-o", cubin],
+                               capture_output=True, text=True, env=gb._env(nvcc), timeout=1800)
+            if p.returncode:
+                rows.append(LoopCount(label, "fa", error="nvcc failed: " + (
+                    p.stdout + p.stderr).strip().splitlines()[-1][:70]))
+                continue
+            funcs = parse_sass(gb.disassemble(cubin))
+            res = gb.resources(cubin)
+            fn = next((f for f, ins in funcs.items() if any(i.base == "HGMMA" for i in ins)),
+                      None)
+            if fn is None:
+                rows.append(LoopCount(label, "fa", error="no HGMMA kernel in the cubin"))
+                continue
+            r = res.get(fn, {})
+            local = sum(i.base in ("STL", "LDL") for i in funcs[fn])
+            rows.append(count_function(label, "fa", funcs[fn], r.get("REG", 0),
+                                       f"stack {r.get('STACK', 0)} B, {local} STL/LDL"))
+    return rows, ""
+
+
 # ---- the table ----------------------------------------------------------------------------
 
 def _span(a, b, fmt="{:.0f}") -> str:
@@ -223,14 +326,14 @@ def _line(r: LoopCount) -> str:
         return f"{r.label:48s} {r.error}"
     s, lg = r.short, r.long
     cells = [f"{r.registers:4d}", f"{_span(s['insns'], lg['insns']):>9s}",
-             f"{lg['HMMA']:4d}", f"{lg['LDSM']:4d}", f"{lg['EX2']:3d}", f"{lg['FFMA']:4d}",
+             f"{lg['HMMA_EQ']:4d}", f"{lg['LDSM']:4d}", f"{lg['EX2']:3d}", f"{lg['FFMA']:4d}",
              f"{lg['SHFL']:4d}", f"{lg['BAR']:3d}", f"{lg['LDS']:4d}",
              f"{_widths(lg, 'LDGSTS'):>9s}", f"{_widths(lg, 'LDG'):>14s}"]
     return f"{r.label:48s} " + " ".join(cells) + f"  {r.local}" + (
         "  (has inner loops: a floor)" if r.nested else "")
 
 
-HEAD = (f"{'kernel (KV main loop, once round)':48s} regs {'insns':>9s} HMMA LDSM EX2 FFMA SHFL "
+HEAD = (f"{'kernel (KV main loop, once round)':48s} regs {'insns':>9s} HMMA* LDSM EX2 FFMA SHFL "
         f"BAR  LDS {'LDGSTS':>9s} {'LDG bits x n':>14s}  local memory")
 
 
@@ -241,26 +344,28 @@ def normalised(r: LoopCount) -> float | None:
     if r.error:
         return None
     if r.kind == "fa":
-        return r.long["insns"] / r.long["HMMA"] if r.long["HMMA"] else None
+        return r.long["insns"] / r.long["HMMA_EQ"] if r.long["HMMA_EQ"] else None
     return r.long["insns"] / r.positions if r.positions else None
 
 
 def work(r: LoopCount) -> str:
     if r.kind == "fa":
-        area = r.long["HMMA"] * 2048 // (2 * D)
+        area = r.long["HMMA_EQ"] * 2048 // (2 * D)
         return f"{area} key·rows (= {area // r.rows} keys x {r.rows} rows)"
     est = r.long["FFMA"] * 32 / (2 * D)
     return f"{r.positions} positions (FFMA: <= {est:.0f})"
 
 
-def report(arch: str, ggml: str | None) -> str:
+def report(arch: str, ggml: str | None, cutlass: str | None = None) -> str:
     if gb.tool("cuobjdump") is None:
         return "attention SASS report needs cuobjdump (pip install nvidia-cuda-cuobjdump)"
     ours = ours_rows(arch)
     theirs, why = llama_rows(arch, ggml)
+    fmha, why_fmha = cutlass_rows(arch, cutlass)
+    why = "\n".join(w for w in (why, why_fmha) if w)
     lines = [f"attention KV main loops on {arch}, D = {D}, per warp, once round (shortest-longest "
              "path; the other columns count the longest)", "", HEAD]
-    lines += [_line(r) for r in ours + theirs]
+    lines += [_line(r) for r in ours + theirs + fmha]
     lines += ["", "every way once round (instructions; a causal kernel masks only its diagonal "
               "tiles, the last tile prefetches nothing, llama.cpp skips its mask code without "
               "a mask):"]
@@ -269,13 +374,16 @@ def report(arch: str, ggml: str | None) -> str:
     if why:
         lines += ["", why]
     lines += ["", f"{'normalised (longest iteration)':48s} {'work per warp per iteration':36s} "
-              "insns/HMMA (FA), insns per KV position per query head (decode); vs llama.cpp's "
-              "lowest"]
-    for r in ours + theirs:
+              "insns/HMMA-eq (FA), insns per KV position per query head (decode); vs "
+              "llama.cpp's lowest"]
+    for r in ours + theirs + fmha:
         n = normalised(r)
         if n is None:
             continue
-        peer = [normalised(t) for t in theirs if t.kind == r.kind and normalised(t)]
+        # the Hopper kernel against CUTLASS's Hopper FMHA, the others against llama.cpp
+        hopper = r in fmha or "HGMMA" in r.long
+        pool = fmha if hopper and r in ours else theirs
+        peer = [normalised(t) for t in pool if t.kind == r.kind and normalised(t)]
         vs = f"  {n / min(peer):.2f}x" if peer and r in ours else ""
         if r.nested:
             vs += "  (a floor: its inner loops are counted once)"
@@ -287,8 +395,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--ggml", default=os.environ.get("GGML_SRC"))
+    ap.add_argument("--cutlass", default=os.environ.get("CUTLASS_SRC"))
     a = ap.parse_args(argv)
-    print(report(a.arch, a.ggml))
+    print(report(a.arch, a.ggml, a.cutlass))
     return 0
 
 

@@ -98,7 +98,7 @@ OPS = (
     Op("rope", "Tensor x, Tensor positions, float theta=10000.0, str layout=\"neox\"",
        result=_like("x")),
     Op("flash_attention", "Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
-       "int? window=None, float? softcap=None",
+       "int? window=None, float? softcap=None, str variant=\"tensor_core\"",
        result=_like("q", keep_dtype=True)),
     Op("decode_attention",
        "Tensor q, Tensor k_cache, Tensor v_cache, int seq_len, int? num_splits=None, "

@@ -18,6 +18,7 @@ from ._later import NotYetImplementedError  # noqa: F401
 from .flash_attention import (flash_attention, flash_attention_f32_kernel,
                               flash_attention_tc_kernel)
 from .flash_attention_wide import flash_attention_tc_wide_kernel
+from .flash_attention_wgmma import flash_attention_wgmma_kernel
 from .norms import layernorm, layernorm_kernel, rmsnorm, rmsnorm_kernel
 from .paged import (paged_attention, paged_attention_kernel, paged_kv_scatter,
                     paged_kv_scatter_kernel, paged_merge_kernel)
@@ -37,6 +38,7 @@ __all__ = [
     "decode_merge_kernel", "rope_kernel", "swiglu_kernel", "gate_up_swiglu_kernel",
     "gemm_tc_kernel", "gemm_wgmma_kernel", "flash_attention", "flash_attention_tc_kernel",
     "flash_attention_f32_kernel", "flash_attention_tc_wide_kernel",
+    "flash_attention_wgmma_kernel",
     "q4k_matmul", "q6k_matmul", "q8_0_matmul", "q4k_gate_up_swiglu",
     "act_sums_kernel", "act_q8_kernel", "q4k_gemv_kernel", "q4k_dp4a_kernel",
     "q4k_gate_up_kernel", "q6k_gemv_kernel", "q6k_dp4a_kernel", "q8_0_gemv_kernel",

@@ -164,3 +164,28 @@ ARCH_SPECIFIC: tuple[Specialisation, ...] = tuple(
     Specialisation(f"gemm_wgmma[{'bf16' if bf else 'f16'},STAGES={st}]",
                    gemm_wgmma.gemm_wgmma_kernel, {"BF": bf, "STAGES": st}, gemm_wgmma.THREADS)
     for bf in (False, True) for st in (gemm_wgmma.CPU_STAGES, gemm_wgmma.GPU_STAGES))
+
+
+def _fa_wgmma() -> tuple[Specialisation, ...]:
+    """The Hopper FlashAttention's GPU configurations (head_dim 64 / 128, f16 and bf16, causal
+    and not) and a Mistral/Gemma-option instance."""
+    from . import flash_attention_wgmma as fw
+    specs = []
+    for d in fw.HEAD_DIMS:
+        nwg, bkv, st = fw.config(d, True)
+        for bf, causal in ((False, False), (False, True), (True, True)):
+            specs.append(Specialisation(
+                f"flash_attention_wgmma[d={d},{'bf16' if bf else 'f16'},"
+                f"{'causal' if causal else 'full'}]", fw.flash_attention_wgmma_kernel,
+                {"D": d, "NWG": nwg, "BKV": bkv, "STAGES": st, "causal": causal, "bf": bf},
+                fw.threads(nwg)))
+    nwg, bkv, st = fw.config(128, True)
+    specs.append(Specialisation(
+        "flash_attention_wgmma[d=128,f16,window,softcap]",
+        kv_kernel(fw.flash_attention_wgmma_kernel, WINDOW=WINDOW, SOFTCAP=SOFTCAP),
+        {"D": 128, "NWG": nwg, "BKV": bkv, "STAGES": st, "causal": True, "bf": False},
+        fw.threads(nwg)))
+    return tuple(specs)
+
+
+ARCH_SPECIFIC += _fa_wgmma()

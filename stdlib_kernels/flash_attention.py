@@ -16,6 +16,9 @@ the diagonal of the block are never loaded; the tiles that need no mask run in o
 ones crossing the diagonal or the end of the keys in a second, masking one.  head_dim 144..256:
 `flash_attention_wide.py`.
 
+Hopper path (head_dim 64 / 128, float16 / bfloat16): `flash_attention_wgmma.py` (TMA K/V ring,
+wgmma), chosen by `variant` (see `flash_attention`).
+
 float32 path (SIMT): one warp per query row, lane l owning dimensions l, l+32, ...; K/V tiles of
 32 keys in shared memory are shared by the block's 8 warps; per key a warp all-reduce of q·k and
 an online-softmax update.  head_dim up to 256.
@@ -37,6 +40,7 @@ from .flash_attention_wide import (WIDE_MAX_D, WIDE_THREADS, WQ,
                                    flash_attention_tc_wide_kernel, passes as wide_passes)
 from ._warp import NEG_BIG, warp_sum
 from .attention import kv_kernel, window_softcap
+from .flash_attention_wgmma import flash_attention_wgmma_arrays
 
 LOG2E = 1.4426950408889634
 
@@ -421,11 +425,15 @@ def _variant(kernel, window: int, softcap: float):
 
 
 def flash_attention_arrays(kind: str, q3, k3, v3, group: int, causal: bool, scale: float,
-                           out=None, window: int = 0, softcap: float = 0.0):
+                           out=None, window: int = 0, softcap: float = 0.0,
+                           variant: str = "tensor_core"):
     """The kernel launch on validated [b*h, seq, d] arrays (uint16 bits for 'f16'/'bf16'; numpy
     or DeviceArrays).  `out`: the [b*h, seq_q, d] result to write (float32, or uint16 bits for
     the half kinds; it may be a view of the caller's float16/bfloat16 array); default a new
-    array where q3 lives.  window (> 0, causal only) / softcap (> 0): 0 is off."""
+    array where q3 lives.  window (> 0, causal only) / softcap (> 0): 0 is off.  variant:
+    'tensor_core' (the Hopper kernel when the launch runs on an sm_90 GPU, else mma.sync) or
+    'wgmma' (the Hopper kernel, also on the CPU executor); either way head_dims other than 64 /
+    128 and arrays a tensor map cannot describe take the mma.sync kernels."""
     bh, sq, d = q3.shape
     sk = k3.shape[1]
     # past f32's range: the largest f32 (inf would make 0 * inf = NaN scores; with it every
@@ -446,7 +454,10 @@ def flash_attention_arrays(kind: str, q3, k3, v3, group: int, causal: bool, scal
         out = V.empty((bh, sq, d), np.uint16, q3)
     if bh and sq:
         q3, scale_log2 = _positive_scale(q3, scale_log2)
-        if d <= TC_MAX_D:
+        if _wgmma_chosen(variant, q3, k3, v3):
+            flash_attention_wgmma_arrays(kind, q3, k3, v3, group, bool(causal), scale_log2,
+                                         out, window, softcap)
+        elif d <= TC_MAX_D:
             _variant(flash_attention_tc_kernel, window, softcap)[
                 (V.ceil_div(sq, BQ), bh), TC_THREADS](
                 out, q3, k3, v3, group, scale_log2, d, bool(causal), kind == "bf16")
@@ -459,9 +470,39 @@ def flash_attention_arrays(kind: str, q3, k3, v3, group: int, causal: bool, scal
     return out
 
 
+VARIANTS = ("tensor_core", "wgmma")
+
+
+def _wgmma_runs_here(kind: str) -> None:
+    """variant='wgmma' needs float16/bfloat16 inputs and a launch on an sm_90 GPU or the CPU
+    executor."""
+    from .gemm_wgmma import hopper_launch, launch_arch
+    if kind == "f32":
+        raise TypeError("flash_attention: variant='wgmma' needs float16 or bfloat16 q, k, v "
+                        "(float32 runs on the SIMT kernel: use variant='tensor_core')")
+    arch = launch_arch()
+    if arch is not None and not hopper_launch():
+        raise ValueError(f"flash_attention: variant='wgmma' runs on compute capability 9.0 "
+                         f"GPUs (sm_90a) and on the CPU executor, not on this GPU ({arch}); "
+                         f"use variant='tensor_core'")
+
+
+def _wgmma_chosen(variant: str, q3, k3, v3) -> bool:
+    """The Hopper kernel for these half arrays?  'tensor_core' picks it where gemm picks its
+    Hopper kernel (`gemm_wgmma.hopper_launch`: a launch on an sm_90 GPU); 'wgmma' asks for it
+    (the CPU executor included).  head_dims other than 64 / 128 and arrays a tensor map cannot
+    describe stay on mma.sync."""
+    from .gemm_wgmma import hopper_launch
+    from .flash_attention_wgmma import usable
+    if variant == "tensor_core" and not hopper_launch():
+        return False
+    return usable(q3, k3, v3)
+
+
 @stdlib_function
 def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
-                    window: int | None = None, softcap: float | None = None, *, out=None):
+                    window: int | None = None, softcap: float | None = None,
+                    variant: str = "tensor_core", *, out=None):
     """softmax(q kᵀ · scale [+ causal mask]) v per head, in q's dtype.
 
     q: `[heads, seq_q, d]` or `[batch, heads, seq_q, d]`, float32, float16 or bfloat16 (an
@@ -474,8 +515,17 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     softcap·tanh(x / softcap) before the softmax.  Each distinct window / softcap value
     compiles its own kernel instance (compile-time constants, as a model's are).
     The result has q's shape and dtype and lives where q does (or is `out`).
+
+    `variant` (float16/bfloat16): `"tensor_core"` runs the Hopper kernel (TMA + wgmma,
+    flash_attention_wgmma.py) when the launch runs on an sm_90 GPU and the mma.sync kernel
+    elsewhere (older GPUs, the CPU executor); `"wgmma"` asks for the Hopper kernel wherever it
+    runs (an sm_90 GPU or the CPU executor).  Both keep head_dims other than 64 and 128 on
+    mma.sync.
     """
     kind, q3, k3, v3, shape, group = _arrays(q, k, v)
+    variant = V.choice("flash_attention", "variant", variant, VARIANTS)
+    if variant == "wgmma":
+        _wgmma_runs_here(kind)
     if not isinstance(causal, (bool, np.bool_)):
         raise TypeError(f"flash_attention: causal must be a bool, got {type(causal).__name__}")
     d = shape[-1]
@@ -493,5 +543,6 @@ def flash_attention(q, k, v, causal: bool = False, scale: float | None = None,
     res = result("flash_attention", out, shape, q.dtype, q)
     dst = res.reshape(q3.shape)
     flash_attention_arrays(kind, q3, k3, v3, group, bool(causal), scale,
-                           dst if kind == "f32" else dst.view(np.uint16), window, softcap)
+                           dst if kind == "f32" else dst.view(np.uint16), window, softcap,
+                           variant)
     return res
