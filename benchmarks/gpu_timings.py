@@ -363,6 +363,7 @@ def launch_overhead(launches: int) -> dict:
 def kernel_jobs(quick: bool, peers: dict) -> list:
     """(name, thunk) of every kernel row; `quick`: small shapes (tests, the fake driver)."""
     rep = 3 if quick else 20
+    from benchmarks import gpu_timings_tc2      # its rows use this module's helpers
     if quick:
         return [
             ("gemm_tc", lambda: gemm_tc(64, 64, 64, rep, peers)),
@@ -371,7 +372,7 @@ def kernel_jobs(quick: bool, peers: dict) -> list:
             ("rmsnorm", lambda: rmsnorm(4, 1024, rep, peers)),
             ("q4k_matmul", lambda: q4k_gemv(64, 256, rep, 1 << 16)),
             ("launch", lambda: launch_overhead(200)),
-        ]
+        ] + gpu_timings_tc2.jobs(True, peers, rep)
     return [
         ("gemm_tc 4096", lambda: gemm_tc(4096, 4096, 4096, rep, peers)),
         ("gemm_tc 2048", lambda: gemm_tc(2048, 2048, 2048, rep, peers)),
@@ -383,7 +384,7 @@ def kernel_jobs(quick: bool, peers: dict) -> list:
         ("q4k_matmul 14336", lambda: q4k_gemv(14336, 4096, rep, 256 << 20)),
         ("q4k_matmul 4096x14336", lambda: q4k_gemv(4096, 14336, rep, 256 << 20)),
         ("launch", lambda: launch_overhead(20000)),
-    ]
+    ] + gpu_timings_tc2.jobs(False, peers, rep)
 
 
 # ---- the llama decode ----------------------------------------------------------------------------

@@ -334,7 +334,7 @@ def test_timings_run_end_to_end_on_the_fake_driver(monkeypatch):
         raise ImportError("no peer in this test")
     monkeypatch.setattr(bench_launch, "peer", no_peer)
     monkeypatch.setenv("PYPTX_DEVICE", "gpu")
-    prev = driver.set_driver(Fake(cc=(9, 0), record=False, run_ptxas=False))
+    prev = driver.set_driver(Fake(cc=(9, 0), shared_optin=232448, record=False, run_ptxas=False))
     try:
         peers = {"torch": None, "cupy": None, "why": {"torch": "torch not installed",
                                                       "cupy": "cupy not installed"}}
@@ -344,7 +344,7 @@ def test_timings_run_end_to_end_on_the_fake_driver(monkeypatch):
     finally:
         driver.set_driver(prev)
     assert [r for r in rows if r.get("error")] == []
-    assert len(rows) == 9
+    assert len(rows) == 12
     for r in rows:
         assert r["ours"] > 0 and r["unit"] in ("TFLOP/s", "GB/s", "µs/launch", "tokens/s")
     assert rows[0]["peer"] == "absent (torch not installed; cupy not installed)"
