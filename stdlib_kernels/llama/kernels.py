@@ -3,8 +3,12 @@ f32), and a swap of the first two axes (token-major q → head-major for `flash_
 its output back).  `flash_attention` takes contiguous `[heads, seq, head_dim]` float32 (or
 f16/bf16) arrays, while the matmuls produce token-major rows and the KV cache is paged.
 
-A thread per output element: these move n·heads·head_dim floats once per layer, a small share of
-a prefill next to the matmuls (and contiguous in the output, so the stores coalesce).
+Each thread moves 16 bytes (one 128-bit load, one 128-bit store per 4 floats) on a 2-D grid:
+grid.y is the row axis the kernel walks (a head of the cache, a token or head of the swap), so
+a thread finds its (row, column) with no division by a runtime value, and head_dim / page_size
+are compile-time constants (the model fixes them: `//` and `%` are shifts).  The per-element
+kernels stay as the fallback for head_dim not a multiple of the vector and more than 65535 rows
+on grid.y (docs/benchmarks.md, "Data movement", has the SASS before/after).
 """
 from __future__ import annotations
 
