@@ -30,6 +30,7 @@ class MoverRow:
     ldg: str = ""
     stg: str = ""
     f64: int = 0
+    mufu: int = 0             # MUFU.RCP & co: a division by a runtime value
     error: str = ""
 
     @property
@@ -82,6 +83,7 @@ def measure(label, kernel, constexprs, nbytes, arch: str) -> MoverRow:
         return row
     instrs = next(iter(parse_sass(sass).values()))
     row.hot_path, row.f64 = hot_path(instrs), kernel_stats(instrs).f64
+    row.mufu = sum(s.base == "MUFU" for s in instrs)
     row.ldg, row.stg = _widths(instrs, "LDG"), _widths(instrs, "STG")
     return row
 
