@@ -1,9 +1,8 @@
 """Elementwise `add(a, b)`: the residual connections of a transformer block; and the device
 copy behind `out=` for results that are a reshape of what a kernel wrote (`copy_words`).
 
-add: a thread per 4 elements with 128-bit loads and stores when the size is a multiple of 4
-(VEC), else a thread per element.  copy: a thread per 16 bytes where both addresses are 16-byte
-aligned, else the widest access they share (a misaligned view being copied to an aligned array).
+add: a thread per 4 elements (128-bit) when the size is a multiple of 4, else per element.
+copy: a thread per 16 bytes where both addresses are 16-byte aligned, else the widest they share.
 """
 from __future__ import annotations
 
