@@ -177,6 +177,17 @@ def test_gather_heads(cpu, dtype, KV, PS, d, L, seed):
     np.testing.assert_array_equal(M.gather_heads(pages, L), gather_ref(pages, L))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_gather_heads_past_the_grid_y_limit_takes_the_fallback(cpu, monkeypatch, dtype):
+    """More KV heads than grid.y holds (65535; lowered here to 2) -> the per-element kernel."""
+    monkeypatch.setattr(M, "_GRID_Y", 2)
+    used = []
+    monkeypatch.setattr(M, "gather_heads_kernel", _spy(M.gather_heads_kernel, used))
+    pages = np.random.default_rng(2).standard_normal((3, 3, 4, 16)).astype(dtype)
+    np.testing.assert_array_equal(M.gather_heads(pages, 9), gather_ref(pages, 9))
+    assert used
+
+
 @pytest.mark.parametrize("dtype,vec", [(np.float32, 4), (np.float16, 8)])
 def test_gather_heads_vec_kernel_writes_every_element(cpu, dtype, vec):
     KV, PS, d, L = 3, 4, 16, 10
