@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pyptx
+
 from .activations import gate_up_swiglu_kernel, swiglu_kernel
 from .attention import (decode_attention_kernel, decode_merge_kernel, kv_kernel,
                         kv_scatter_kernel)
-from .elementwise import add_kernel
+from .elementwise import add_kernel, copy_kernel
 from .gemm import TILED_THREADS, gemm_naive_kernel, gemm_tiled_kernel
 from .gemm_tc import gemm_tc_kernel
 from . import gemm_wgmma
@@ -25,6 +27,7 @@ from ._rows import row_config
 from .rope import ROPE_THREADS, rope_kernel
 from .softmax import plan as softmax_plan, softmax_block_kernel, softmax_warp_kernel
 from . import qgemv, qmma, qtiled
+from .llama import kernels as _movers
 
 #: Llama-2/3-7B/8B-like shapes
 LLAMA = dict(hidden=4096, n_heads=32, n_kv_heads=8, head_dim=128, ffn=11008, max_seq=4096,
@@ -77,6 +80,25 @@ def _row_specs() -> tuple[Specialisation, ...]:
                                  else layernorm_kernel, row_config(n))
             specs.setdefault(spec.label, spec)
     return tuple(specs.values())
+
+
+def _mover_specs() -> tuple[Specialisation, ...]:
+    """copy_words' four access widths; swap01 / gather_heads (f32 and f16 pages) at the preset's
+    head_dim and a non-power-of-two one, the default page size, and their per-element fallbacks
+    (typed here: the wrapper types gather_heads_kernel's pages at the launch)."""
+    C, T, M = pyptx.constexpr, _movers.THREADS, _movers
+    d = LLAMA["head_dim"]
+    fallback = [Specialisation(f"gather_heads[{n}]", M.typed(
+        M.gather_heads_kernel, "_" + n, (pyptx.f32[:, :, :], t[:, :, :, :], C)), {"PS": 16}, T)
+        for n, t in (("f32", pyptx.f32), ("f16", pyptx.f16))]
+    return (*(Specialisation(f"copy[VEC={v}]", copy_kernel, {"VEC": v}, 256) for v in (1, 2, 4, 8)),
+            *(Specialisation(f"swap01_vec[D={dd}]", M.swap01_vec_kernel, {"D": dd}, T)
+              for dd in (d, 96)),
+            Specialisation("swap01", M.swap01_kernel, {}, T),
+            *(Specialisation(f"gather_heads_vec[{n},D={dd}]", k, {"PS": 16, "D": dd, "VEC": v}, T)
+              for n, k, v in (("f32", M.gather_heads_vec_kernel, 4),
+                              ("f16", M.gather_heads_f16_kernel(), 8)) for dd in (d, 96)),
+            *fallback)
 
 
 SPECIALISATIONS: tuple[Specialisation, ...] = (
@@ -156,6 +178,7 @@ SPECIALISATIONS: tuple[Specialisation, ...] = (
     Specialisation("paged_kv_scatter[kv16]", _kv16(paged_kv_scatter_kernel, "k_pages",
                                                    "v_pages")),
     *(Specialisation(f"add[VEC={v}]", add_kernel, {"VEC": v}) for v in (False, True)),
+    *_mover_specs(),
 )
 
 

@@ -1,8 +1,8 @@
 """Elementwise `add(a, b)`: the residual connections of a transformer block; and the device
 copy behind `out=` for results that are a reshape of what a kernel wrote (`copy_words`).
 
-A thread per 4 elements with 128-bit loads and stores when the size is a multiple of 4 (VEC),
-else a thread per element.
+add: a thread per 4 elements (128-bit) when the size is a multiple of 4, else per element.
+copy: a thread per 16 bytes where both addresses are 16-byte aligned, else the widest they share.
 """
 from __future__ import annotations
 
@@ -29,19 +29,47 @@ def add_kernel(out: f32[:], a: f32[:], b: f32[:], VEC: pyptx.constexpr):
 
 
 @pyptx.kernel
-def copy_kernel(dst: u16[:], src: u16[:]):
-    """dst = src, 16-bit words (every stdlib result dtype is a whole number of them)."""
+def copy_kernel(dst: u16[:], src: u16[:], VEC: pyptx.constexpr):
+    """dst = src, 16-bit words (every stdlib result dtype is a whole number of them): a thread
+    per VEC words, one VEC·2-byte access each way (VEC = 8: 128-bit), and the last thread copies
+    the len % VEC words past the last whole vector one at a time."""
     i = pyptx.grid(1)
-    if i < len(dst):
-        dst[i] = src[i]
+    n = len(dst)
+    full = n // VEC
+    if i < full:
+        pyptx.vstore(dst, i * VEC, pyptx.vload(src, i * VEC, VEC))
+    elif i == full:
+        for j in range(full * VEC, n):
+            dst[j] = src[j]
+
+
+#: copy_kernel's lanes by the alignment both addresses share (bytes -> u16 words per access)
+_LANES = ((16, 8), (8, 4), (4, 2))
+
+
+def copy_lanes(*pointers: int) -> int:
+    """The widest access (u16 words, 8 = 128 bits) that every address in `pointers` allows."""
+    for align, lanes in _LANES:
+        if all(p % align == 0 for p in pointers):
+            return lanes
+    return 1
+
+
+def _address(a) -> int:
+    """A DeviceArray's address on a GPU; 0 (aligned) on the CPU executor, whose launches stage
+    arrays into aligned buffers like host arrays."""
+    return a.device_pointer if a.on_gpu else 0
 
 
 def copy_words(dst, src) -> None:
-    """dst[...] = src for two DeviceArrays of one shape and dtype, as one launch."""
+    """dst[...] = src for two DeviceArrays of one shape and dtype, as one launch (16 bytes a
+    thread where both addresses are 16-byte aligned: a misaligned source, `V.aligned`'s case,
+    gets the widest access the two addresses share)."""
     n = dst.nbytes // 2
     if n:
-        copy_kernel[V.ceil_div(n, 256), 256](dst.reshape(-1).view(np.uint16),
-                                             src.reshape(-1).view(np.uint16))
+        vec = copy_lanes(_address(dst), _address(src))
+        copy_kernel[V.ceil_div(n // vec + 1, 256), 256](dst.reshape(-1).view(np.uint16),
+                                                        src.reshape(-1).view(np.uint16), vec)
 
 
 @stdlib_function

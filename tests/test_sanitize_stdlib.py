@@ -151,6 +151,36 @@ def _q4k_gate_up(r):
     return (S.q4k_gate_up_swiglu(x, wg, wu, n) - want) / bound, 0 * want, 0, 1
 
 
+def _mover_cases():
+    """The data-movement kernels (exact: they only move and widen f16 -> f32): every path."""
+    from stdlib_kernels.elementwise import copy_kernel
+    from stdlib_kernels.llama.kernels import gather_heads, swap01
+
+    def copy(vec, n):
+        def run(r):
+            src = r.integers(0, 2**16, n).astype(np.uint16)
+            dst = np.zeros(n, np.uint16)
+            copy_kernel[(n // vec + 1 + 63) // 64, 64](dst, src, vec)
+            return dst, src, 0, 0
+        return run
+
+    def swap(d):
+        return lambda r: (lambda x: (swap01(x), x.transpose(1, 0, 2), 0, 0))(randn(r, 5, 3, d))
+
+    def gather(dtype, d):
+        def run(r):
+            pages = randn(r, 3, 2, 4, d).astype(dtype)
+            want = pages.transpose(1, 0, 2, 3).reshape(2, 12, d)[:, :10].astype(np.float32)
+            return gather_heads(pages, 10), want, 0, 0
+        return run
+
+    return [*(Case(f"copy_kernel VEC={v}", copy(v, 75)) for v in (1, 2, 4, 8)),
+            Case("swap01 vector", swap(8)), Case("swap01 per element", swap(6)),
+            Case("gather_heads f32 vector", gather(np.float32, 12)),
+            Case("gather_heads f16 vector", gather(np.float16, 16)),
+            Case("gather_heads f16 per element", gather(np.float16, 12))]
+
+
 CASES = [
     Case("softmax warp path", lambda r: (lambda x: (S.softmax(x), softmax_ref(x), 1e-5, 1e-7))(
         randn(r, 9, 100))),
@@ -188,6 +218,7 @@ CASES = [
     Case("paged_kv_scatter", _paged_scatter),
     Case("add", lambda r: (lambda a, b: (S.add(a, b), a + b, 0, 0))(
         randn(r, 4, 300), randn(r, 4, 300))),
+    *_mover_cases(),
 ]
 
 
