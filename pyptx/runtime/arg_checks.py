@@ -403,8 +403,8 @@ _DL_HOST = (1, 3, 13)        # kDLCPU, kDLCUDAHost (pinned), kDLCUDAManaged: hos
 
 def _dlpack_stream():
     """The DLPack `stream` value for the current GPU launch's stream (1 = legacy default)."""
-    from . import driver
-    h = driver.stream_handle(getattr(_launch_state, "stream", None))
+    from .streams import stream_handle
+    h = stream_handle(getattr(_launch_state, "stream", None))
     if h is None:
         return 1
     try:

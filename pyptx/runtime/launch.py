@@ -24,7 +24,8 @@ from .arg_checks import _DL_GPU, _Plan, _Strided, _cai_strided, _capturing, _lau
 from .envvars import env_reader
 from .device_array import DeviceArray
 from . import driver as _driver
-from .driver import current_ordinal, stream_handle
+from .driver import current_ordinal
+from .streams import stream_handle
 
 _MAX_BLOCK = (1024, 1024, 64)
 _MAX_GRID = (2**31 - 1, 65535, 65535)
