@@ -392,7 +392,7 @@ def _constexpr_value(name, v):
 
 def _is_strided(v, dev) -> bool:
     """Does array argument `v` need a strided parameter (layout 'A')?  The same tests as the
-    contiguous checker's (`_array_checker`), which raises `_Strided` exactly then."""
+    contiguous checker's (`arg_checks._array_checker`), which raises `_Strided` exactly then."""
     if isinstance(v, np.ndarray):
         return not v.flags.c_contiguous
     if isinstance(v, DeviceArray):
