@@ -144,25 +144,25 @@ def main() -> int:
         from pyptx.runtime.launch import device_reason
         print(f"no GPU ({device_reason()}): launch overhead is only measured on a GPU")
         return 0
-    from pyptx.runtime import driver
+    from pyptx.runtime import streams
     n_el = 1024
     x_host = np.random.default_rng(0).standard_normal(n_el).astype(np.float32)
     x = pyptx.to_device(x_host)
     out = pyptx.to_device(np.zeros_like(x_host))
     launch = affine[4, 256]
-    ours = per_launch_us(lambda: launch(out, x, 2.0, n_el), driver.synchronize, args.launches)
+    ours = per_launch_us(lambda: launch(out, x, 2.0, n_el), streams.synchronize, args.launches)
     np.testing.assert_allclose(out.copy_to_host(), 2.0 * x_host + 1.0, rtol=1e-6)
     name, theirs = peer(x_host, n_el, args.launches)
     print(f"pyptx: {ours:.2f} µs/launch   {name}: {theirs:.2f} µs/launch   "
           f"ratio {theirs / ours:.2f}   (target <= 6 µs: {'met' if ours <= 6 else 'NOT met'})")
-    floor = per_launch_us(direct_launch(out, x, n_el), driver.synchronize, args.launches)
+    floor = per_launch_us(direct_launch(out, x, n_el), streams.synchronize, args.launches)
     print(f"cuLaunchKernel through cuda.bindings with prepacked parameters: {floor:.2f} µs/launch "
           f"(the floor of any Python launcher on these bindings; pyptx adds {ours - floor:.2f} µs)")
     if args.profile:
         import cProfile
         import pstats
         prof = cProfile.Profile()
-        prof.runcall(per_launch_us, lambda: launch(out, x, 2.0, n_el), driver.synchronize,
+        prof.runcall(per_launch_us, lambda: launch(out, x, 2.0, n_el), streams.synchronize,
                      args.launches)
         pstats.Stats(prof).sort_stats("tottime").print_stats(18)
     return 0

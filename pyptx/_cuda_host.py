@@ -1,6 +1,6 @@
 """Host side of `pyptx.cuda` (Numba-CUDA's spellings): streams, events and host arrays.
 
-On the GPU a `cuda.stream()` owns a driver stream (`pyptx.runtime.driver.Stream`) and a
+On the GPU a `cuda.stream()` owns a driver stream (`pyptx.runtime.streams.Stream`) and a
 `cuda.event()` a driver event; on the CPU executor, where every launch and copy is synchronous,
 a stream is a no-op handle (handle 0) and an event records the host clock
 (`time.perf_counter`), so `event_elapsed_time` gives the host milliseconds between two records
@@ -25,7 +25,7 @@ class Stream:
     The copies given a stream are synchronous in pyptx (the stream's queued work first)."""
 
     def __init__(self, drv=None, handle: int = 0, name: str = "stream"):
-        self._drv = drv           # a runtime.driver.Stream on the GPU (a user stream), else None
+        self._drv = drv           # a runtime.streams.Stream on the GPU (a user stream), else None
         self._handle = handle     # default streams: 0 (legacy behaviour), 1 legacy, 2 per thread
         self._name = name
 
@@ -33,7 +33,7 @@ class Stream:
     def handle(self) -> int:
         """The CUstream handle as an int (0 on the CPU executor)."""
         if self._drv is not None:
-            from .runtime.driver import stream_handle
+            from .runtime.streams import stream_handle
             return stream_handle(self._drv)
         return self._handle
 
@@ -54,8 +54,8 @@ class Stream:
         if self._drv is not None:
             self._drv.synchronize()
         elif _on_gpu():
-            from .runtime import driver
-            driver.synchronize(api="Stream.synchronize()")
+            from .runtime import streams
+            streams.synchronize(api="Stream.synchronize()")
 
     @contextlib.contextmanager
     def auto_synchronize(self):
@@ -71,7 +71,7 @@ class Stream:
 def stream() -> Stream:
     """A new stream (a driver stream on the GPU; on the CPU executor a no-op handle)."""
     if _on_gpu():
-        from .runtime.driver import Stream as DriverStream
+        from .runtime.streams import Stream as DriverStream
         return Stream(DriverStream())
     return Stream()
 
@@ -117,7 +117,7 @@ class Event:
         self._drv = None
         self._t = None            # CPU executor: the host clock at record()
         if _on_gpu():
-            from .runtime.driver import Event as DriverEvent
+            from .runtime.streams import Event as DriverEvent
             self._drv = DriverEvent()
 
     def record(self, stream=0) -> None:
@@ -134,7 +134,7 @@ class Event:
         """Make `stream` wait for this event (no-op on the CPU executor)."""
         if self._drv is None:
             return
-        from .runtime.driver import stream_handle
+        from .runtime.streams import stream_handle
         ctx = self._drv._ctx
         h = stream_handle(launch_stream(stream)) or ctx.home
         ctx.call("cuStreamWaitEvent", ctx.drv.cuStreamWaitEvent, h, self._drv.handle, 0)

@@ -444,8 +444,8 @@ def synchronize():
     synchronous and this does nothing."""
     from .runtime.launch import device
     if device() == "gpu":
-        from .runtime import driver
-        driver.synchronize()
+        from .runtime import streams
+        streams.synchronize()
 
 
 def is_available() -> bool:

@@ -207,7 +207,7 @@ class _Call:
     def _device(self, name, a):
         from pyptx.runtime import device_array, dlpack, launch
         from pyptx.runtime.graph import capturing
-        from pyptx.runtime.launch import _c_strides
+        from pyptx.runtime.arg_checks import _c_strides, _check_gpu_pointer
         if launch.device() == "cpu" or _scoped_cpu():
             why = launch.device_reason() or "a CPU-only scope"
             raise ValueError(f"{self.fn}: {name} is a {type(a).__name__} in GPU memory, but "
@@ -248,7 +248,7 @@ class _Call:
         def fail(got):
             raise ValueError(f"{self.fn}: {name} is {got}")
 
-        launch._check_gpu_pointer(ptr, fail)
+        _check_gpu_pointer(ptr, fail)
         if producer is not None and capturing() is None:
             _wait_for(producer, self.stream)
         return device_array.foreign_view(holder, ptr, shape, dtype)

@@ -19,6 +19,11 @@ limits, the function's register-limited MAX_THREADS_PER_BLOCK, shared memory, pa
 cuModuleLoadDataEx runs ptxas on the PTX for the device's arch when one is installed and fails
 with its log like the JIT; every failure is the CUresult the real driver returns.  The queue runs
 in submission order, which is one legal order, so races *between* streams are not detected.
+
+FakeDriver is assembled from mixins by what they fake: streams and events (fake_streams.py), the
+tensor-map encoder (fake_tensormap.py) and the bridge that runs a launch's PTX on the CPU
+executor (fake_exec.py, with `FakeFault`); stream capture and graphs are fake_graph.py's
+`GraphFakeDriver`.
 """
 from __future__ import annotations
 
@@ -29,6 +34,10 @@ import threading
 
 import numpy as np
 from cuda.bindings import driver as _real
+
+from fake_exec import ExecutorBridge, FakeFault
+from fake_streams import StreamsAndEvents
+from fake_tensormap import TensorMapEncoder
 
 R = _real.CUresult
 _PARAM_SIZE = {"u64": 8, "s64": 8, "b64": 8, "f64": 8, "u32": 4, "s32": 4, "b32": 4, "f32": 4,
@@ -50,17 +59,6 @@ _VERSION = re.compile(r"^\s*\.version\s+(\d+)\.(\d+)", re.M)
 
 class LibraryNotFound(Exception):
     """What cuda.bindings raises when libcuda.so is not installed."""
-
-
-class FakeFault(Exception):
-    """A kernel body touched memory outside every allocation (the real GPU's illegal address).
-
-    `error`: the CUresult the context is then stuck with (a PTX kernel that the CPU executor
-    stops with a LaunchError, e.g. a barrier only part of a block reaches, is a launch failure)."""
-
-    def __init__(self, message="", error=None):
-        super().__init__(message)
-        self.error = error if error is not None else _real.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
 
 
 class Launch:
@@ -157,7 +155,7 @@ def _max_threads_for(registers: int) -> int:
     return min(1024, 65536 // per_warp * 32)
 
 
-class FakeDriver:
+class FakeDriver(StreamsAndEvents, TensorMapEncoder, ExecutorBridge):
     CUresult = _real.CUresult
     CUjit_option = _real.CUjit_option
     CUdevice_attribute = _real.CUdevice_attribute
@@ -603,206 +601,7 @@ class FakeDriver:
         dev = owner - self.CONTEXT_BASE
         return (R.CUDA_SUCCESS, 0 if self.pointer_ordinal_always_zero else dev)
 
-    # -- streams and events --------------------------------------------------------------------------
-    def cuStreamCreate(self, flags):
-        e = self._call("cuStreamCreate", flags)
-        if e is not None:
-            return (e, None)
-        h = 0x5000 + len(self.streams)
-        while h in self.streams:
-            h += 1
-        self.streams.add(h)
-        return (R.CUDA_SUCCESS, _real.CUstream(h))
-
-    def _stream_ok(self, stream):
-        return int(stream or 0) in self.streams or int(stream or 0) in (1, 2)
-
-    def cuStreamSynchronize(self, stream):
-        e = self._call("cuStreamSynchronize", stream)
-        if e is None and not self._stream_ok(stream):
-            e = R.CUDA_ERROR_INVALID_HANDLE
-        return (e or self._flush(self._last_on(stream)),)
-
-    def cuStreamQuery(self, stream):
-        e = self._call("cuStreamQuery", stream)
-        if e is None and self._last_on(stream) >= 0:
-            e = R.CUDA_ERROR_NOT_READY
-        return (e or self.sticky or R.CUDA_SUCCESS,)
-
-    def cuStreamDestroy(self, stream):
-        e = self._call("cuStreamDestroy", stream)
-        if e is None and int(stream or 0) not in self.streams - {0}:
-            e = R.CUDA_ERROR_INVALID_HANDLE
-        if e is None:
-            self.streams.discard(int(stream))
-        return (e or R.CUDA_SUCCESS,)
-
-    def cuStreamWaitEvent(self, stream, event, flags):
-        e = self._call("cuStreamWaitEvent", stream, event, flags)
-        if e is None and (event not in self.events or not self._stream_ok(stream)):
-            e = R.CUDA_ERROR_INVALID_HANDLE
-        return (e or R.CUDA_SUCCESS,)      # the queue runs in submission order: already ordered
-
-    def cuEventCreate(self, flags):
-        e = self._call("cuEventCreate", flags)
-        if e is not None:
-            return (e, None)
-        h = _real.CUevent(0xE000 + len(self.calls) + len(self.events))
-        while h in self.events:
-            h = _real.CUevent(int(h) + 1)
-        self.events[h] = None
-        return (R.CUDA_SUCCESS, h)
-
-    def cuEventDestroy(self, event):
-        e = self._call("cuEventDestroy", event)
-        if e is None and event not in self.events:
-            e = R.CUDA_ERROR_INVALID_HANDLE
-        if e is None:
-            del self.events[event]
-        return (e or R.CUDA_SUCCESS,)
-
-    def cuEventRecord(self, event, stream):
-        e = self._call("cuEventRecord", event, stream)
-        if e is None and (event not in self.events or not self._stream_ok(stream)):
-            e = R.CUDA_ERROR_INVALID_HANDLE
-        if e is None:
-            tag = object()
-            self._enqueue(stream, None, tag=event)
-            self.events[event] = tag
-        return (e or R.CUDA_SUCCESS,)
-
-    def _event_index(self, event) -> int:
-        return max((i for i, (_s, _t, tag) in enumerate(self.pending) if tag == event),
-                   default=-1)
-
-    def cuEventSynchronize(self, event):
-        e = self._call("cuEventSynchronize", event)
-        if e is None and event not in self.events:
-            e = R.CUDA_ERROR_INVALID_HANDLE
-        return (e or self._flush(self._event_index(event)),)
-
-    def cuEventQuery(self, event):
-        e = self._call("cuEventQuery", event)
-        if e is None and event not in self.events:
-            e = R.CUDA_ERROR_INVALID_HANDLE
-        if e is None and self._event_index(event) >= 0:
-            e = R.CUDA_ERROR_NOT_READY
-        return (e or R.CUDA_SUCCESS,)
-
-    def cuEventElapsedTime(self, start, end):
-        e = self._call("cuEventElapsedTime", start, end)
-        if e is None and (start not in self.events or end not in self.events):
-            e = R.CUDA_ERROR_INVALID_HANDLE
-        if e is None and (self._event_index(start) >= 0 or self._event_index(end) >= 0):
-            e = R.CUDA_ERROR_NOT_READY
-        return (e, None) if e is not None else (R.CUDA_SUCCESS, 0.25 * (int(end) - int(start)))
-
-    # -- tensor maps -------------------------------------------------------------------------------
-    CUtensorMapDataType = _real.CUtensorMapDataType
-    CUtensorMapInterleave = _real.CUtensorMapInterleave
-    CUtensorMapSwizzle = _real.CUtensorMapSwizzle
-    CUtensorMapL2promotion = _real.CUtensorMapL2promotion
-    CUtensorMapFloatOOBfill = _real.CUtensorMapFloatOOBfill
-
-    def cuTensorMapEncodeTiled(self, dtype, rank, address, dims, strides, box, elem_strides,
-                               interleave, swizzle, l2, oob):
-        """The driver's argument rules (CUDA driver API, cuTensorMapEncodeTiled), checked here
-        on their own, for the tiled non-interleaved maps of the data types up to BFLOAT16; the
-        map it returns holds the CPU executor's encoding (pyptx/runtime/cpu/tma.py), so a
-        launch of this fake can run the copies.  Needs compute capability 9.0 like the real
-        call.  Every broken rule is CUDA_ERROR_INVALID_VALUE (`self.last_tensormap_error` says
-        which)."""
-        from pyptx.runtime.cpu.tma import encode
-        e = self._call("cuTensorMapEncodeTiled", dtype, rank, address, dims, strides, box,
-                       elem_strides, interleave, swizzle, l2, oob)
-        if e is not None:
-            return (e, None)
-        why = self._tensormap_rule(int(dtype), rank, int(address), list(dims), list(strides),
-                                   list(box), list(elem_strides), int(interleave),
-                                   int(swizzle), int(l2), int(oob))
-        self.last_tensormap_error = why
-        if why is not None:
-            return (R.CUDA_ERROR_INVALID_VALUE, None)
-        raw = encode(int(dtype), int(address), [int(d) for d in dims],
-                     [int(s) for s in strides], [int(b) for b in box],
-                     [int(x) for x in elem_strides], int(swizzle), int(interleave), int(l2),
-                     int(oob))
-        tmap = _real.CUtensorMap()
-        tmap.opaque = list(struct.unpack("<16Q", raw))
-        return (R.CUDA_SUCCESS, tmap)
-
-    _ELEM = {0: 1, 1: 2, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2}
-
-    def _tensormap_rule(self, dtype, rank, address, dims, strides, box, elem_strides,
-                        interleave, swizzle, l2, oob):
-        if self.cc < (9, 0):
-            return "tensor maps need compute capability 9.0"
-        if dtype not in self._ELEM:
-            return "data type"
-        es = self._ELEM[dtype]
-        if not isinstance(rank, int) or not 1 <= rank <= 5:
-            return "rank 1..5"
-        if (len(dims), len(strides), len(box), len(elem_strides)) != (rank, rank - 1, rank,
-                                                                       rank):
-            return "array lengths"
-        if address % 16 or address == 0:
-            return "globalAddress 16-byte aligned"
-        if self._allocation_at(address) is None:
-            return "globalAddress in device memory"
-        if any(not 0 < d <= 2**32 for d in dims):
-            return "globalDim 1..2^32"
-        if any(s % 16 or not 0 < s < 2**40 for s in strides):
-            return "globalStrides multiples of 16 below 2^40"
-        if any(not 0 < b <= 256 for b in box):
-            return "boxDim 1..256"
-        if interleave != 0:
-            return "interleave NONE only (this fake)"
-        if box[0] * es % 16:
-            return "boxDim[0] * elementSize a multiple of 16"
-        if any(not 0 < x <= 8 for x in elem_strides):
-            return "elementStrides 1..8"
-        if swizzle not in (0, 1, 2, 3):
-            return "swizzle NONE/32B/64B/128B (this fake)"
-        if swizzle and box[0] * es > (32, 64, 128)[swizzle - 1]:
-            return "box inner dimension <= swizzle span"
-        if l2 not in (0, 1, 2, 3) or oob not in (0, 1):
-            return "l2Promotion / oobFill"
-        if oob == 1 and dtype in (0, 1, 2, 3, 4, 5):
-            return "NaN OOB fill needs a float type"
-        return None
-
     # -- launch ----------------------------------------------------------------------------------------
-    def _allocation_at(self, addr):
-        """(buffer, offset) of the allocation holding byte `addr`, or None."""
-        for base, buf in self.memory.items():
-            if base <= addr < base + len(buf):
-                return buf, addr - base
-        return None
-
-    def execute(self, ptx, params, launch):
-        """Run the launch's PTX on pyptx's CPU executor, on the fake's device memory: a pointer
-        parameter (.u64/.b64/.s64 whose value lies in an allocation) becomes a writable view of
-        that allocation from the address to its end (the executor merges views of one
-        allocation into one region, so two pointers into it alias as on a GPU); every other
-        parameter passes its value (an f16 .b16 its raw bits).  Memory is updated only when the
-        kernel completes; a fault raises FakeFault (the context's sticky error)."""
-        from pyptx.errors import LaunchError, MemoryFault
-        from pyptx.runtime.cpu.launch import ArrayArg, launch as cpu_launch
-        args = []
-        for ptype, name in params:
-            value = launch.params[name]
-            if ptype == "b8[128]":          # a tensor map this fake encoded: see _TensorMapArg
-                args.append(_TensorMapArg(self, value))
-                continue
-            hit = self._allocation_at(value) if ptype in ("u64", "b64", "s64") else None
-            args.append(ArrayArg(hit[0][hit[1]:], True) if hit is not None else value)
-        try:
-            cpu_launch(ptx, launch.entry, launch.grid, launch.block, args, launch.shared)
-        except MemoryFault as e:
-            raise FakeFault(str(e)) from e
-        except LaunchError as e:           # e.g. a barrier only part of a block reaches
-            raise FakeFault(str(e), R.CUDA_ERROR_LAUNCH_FAILED) from e
-
     def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, kernel_params, extra):
         e = self._call("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, shared, stream,
                        kernel_params, extra)
@@ -898,37 +697,6 @@ class FakeCompiler:
         if key not in self._cache:
             self._cache[key] = self.make(k, dict(constexprs or {}), dict(arg_types or {}))
         return self._cache[key]
-
-
-class _TensorMapArg:
-    """A launch's tensor-map parameter (128 bytes this fake encoded) as the CPU executor's
-    launcher takes one: the array it describes, a strided view of the fake's device memory,
-    and its encoding at the executor's heap address."""
-
-    def __init__(self, fake, raw):
-        from pyptx.runtime.cpu.tma import decode
-        m = decode(raw)
-        if m is None:
-            raise FakeFault("fake device: a tensor-map parameter that cuTensorMapEncodeTiled "
-                            "did not make", R.CUDA_ERROR_INVALID_VALUE)
-        self.m = m
-        self.writable = True             # a view of device memory: stores land there
-        hit = fake._allocation_at(m["address"])
-        if hit is None:
-            raise FakeFault("fake device: a tensor map of freed memory")
-        buf, off = hit
-        self.array = np.ndarray(tuple(m["dims"][::-1]), np.dtype(f"u{m['elem_bytes']}"),
-                                buffer=buf, offset=off, strides=tuple(m["strides"][::-1]))
-
-    def host_array(self):
-        return self.array
-
-    def encode_at(self, address):
-        from pyptx.runtime.cpu.tma import SWIZZLE_BYTES, encode
-        m = self.m
-        code = {v: k for k, v in SWIZZLE_BYTES.items()}[m["swizzle"]]
-        return encode(m["dtype"], address, m["dims"], m["strides"][1:], m["box"],
-                      m["element_strides"], code, m["interleave"], m["l2"], m["oob_fill"])
 
 
 def on_fake_gpu(monkeypatch, fd):

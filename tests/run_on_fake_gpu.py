@@ -20,7 +20,7 @@ def main(argv) -> None:
     sys.path.insert(0, HERE)
     os.environ["PYPTX_DEVICE"] = "gpu"
     from fake_graph import GraphFakeDriver
-    from pyptx.runtime import driver
+    from pyptx.runtime import driver, streams
     driver.set_driver(GraphFakeDriver())
     script = argv[0]
     sys.argv = list(argv)
@@ -30,7 +30,7 @@ def main(argv) -> None:
     except SystemExit as e:         # sys.exit(main()): a failure stands; success still syncs
         if e.code not in (None, 0):
             raise
-    driver.synchronize()            # a fault in work still queued fails the run, too
+    streams.synchronize()            # a fault in work still queued fails the run, too
 
 
 if __name__ == "__main__":

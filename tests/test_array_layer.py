@@ -151,7 +151,7 @@ def test_foreign_device_memory_is_launched_on_in_place_and_stays_on_the_device(f
 
 def test_a_cai_producer_stream_is_waited_for(fake):
     d = pyptx.to_device(_x())
-    from pyptx.runtime.driver import Stream, stream_handle
+    from pyptx.runtime.streams import Stream, stream_handle
     s = Stream()
     n = sum(c[0] == "cuStreamWaitEvent" for c in fake.calls)
     sk.softmax(DeviceCAI(d, stream=stream_handle(s)))
@@ -182,7 +182,7 @@ def test_a_dlpack_only_device_object_is_refused_inside_a_graph(fake):
 
 
 def test_launch_scope_sets_the_stream_and_can_force_the_executor(fake):
-    from pyptx.runtime.driver import Stream, stream_handle
+    from pyptx.runtime.streams import Stream, stream_handle
     x = _x()
     d = pyptx.to_device(x)
     s = Stream()

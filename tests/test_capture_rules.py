@@ -19,7 +19,7 @@ import pytest
 import pyptx
 from pyptx import cuda, f32, i32
 from pyptx.runtime import capture_rules as CR
-from pyptx.runtime import driver
+from pyptx.runtime import driver, streams
 
 from fake_driver import hand_compiled, idle_in_pool, on_fake_gpu
 from fake_graph import GraphFakeDriver
@@ -89,11 +89,11 @@ def test_forbidden_calls_inside_a_graph_on_the_gpu_never_reach_the_driver(fake, 
 
 
 def test_forbidden_stream_and_event_synchronisation_on_the_gpu(fake):
-    s, e = driver.Stream(), driver.Event()
+    s, e = streams.Stream(), streams.Event()
     e.record()
     for act, call in ((s.synchronize, "cuStreamSynchronize"), (e.synchronize,
                       "cuEventSynchronize"), (lambda: e.elapsed_ms(e), "cuEventElapsedTime"),
-                      (driver.synchronize, "cuCtxSynchronize")):
+                      (streams.synchronize, "cuCtxSynchronize")):
         with pytest.raises(pyptx.LaunchError, match=call):
             with pyptx.graph():
                 act()
@@ -109,7 +109,7 @@ def test_the_same_calls_are_fine_outside_a_graph(cpu):
 
 def _capture(fake, mode="CU_STREAM_CAPTURE_MODE_THREAD_LOCAL", non_blocking=True):
     ctx = driver.context()
-    s = driver.Stream(non_blocking=non_blocking)
+    s = streams.Stream(non_blocking=non_blocking)
     ctx.call("cuStreamBeginCapture", fake.cuStreamBeginCapture, s.handle, getattr(MODE, mode))
     return ctx, s
 
@@ -127,9 +127,9 @@ def test_fake_unsafe_call_in_a_thread_local_capture_fails_and_invalidates(fake):
 
 def test_fake_relaxed_thread_mode_allows_unsafe_calls(fake):
     ctx, s = _capture(fake)
-    prev = driver.exchange_capture_mode("CU_STREAM_CAPTURE_MODE_RELAXED")
+    prev = streams.exchange_capture_mode("CU_STREAM_CAPTURE_MODE_RELAXED")
     assert fake.cuMemAlloc(64)[0] == R.CUDA_SUCCESS
-    driver.exchange_capture_mode(prev)
+    streams.exchange_capture_mode(prev)
     assert fake.cuMemAlloc(64)[0] == R.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
     assert prev == MODE.CU_STREAM_CAPTURE_MODE_GLOBAL
 
@@ -182,7 +182,7 @@ def test_fake_captured_events_cannot_be_queried_and_outside_events_not_waited_on
     assert fake.cuEventSynchronize(inside)[0] == R.CUDA_ERROR_CAPTURED_EVENT
     assert fake.cuStreamWaitEvent(s.handle, inside, 0)[0] == R.CUDA_SUCCESS   # same capture
     outside = fake.cuEventCreate(0)[1]
-    other = driver.Stream()
+    other = streams.Stream()
     fake.cuEventRecord(outside, other.handle)
     assert fake.cuStreamWaitEvent(s.handle, outside, 1)[0] == R.CUDA_SUCCESS  # WAIT_EXTERNAL
     assert fake.cuStreamWaitEvent(s.handle, outside, 0)[0] == \
@@ -381,7 +381,7 @@ def test_a_graph_keeps_its_arrays_until_replays_finish(fake, monkeypatch):
     g.close()
     gc.collect()
     assert not idle_in_pool(ptr)                     # the replay has not run yet
-    driver.synchronize()                              # the replay finishes; then released
+    streams.synchronize()                              # the replay finishes; then released
     gc.collect()
     assert idle_in_pool(ptr)
     assert fake.violations == []
@@ -403,10 +403,10 @@ def test_real_bindings_accept_every_capture_call_pyptx_makes(fake, monkeypatch):
     with pyptx.graph() as g:
         scale[1, 8](x, x, 2.0, 8)                     # first use: relaxed exchange + load
         y = pyptx.runtime.device_array.result_empty((8,), np.float32)
-    s = driver.Stream()
+    s = streams.Stream()
     g.launch(stream=s)
     g.close()
-    driver.synchronize()
+    streams.synchronize()
     del y
     calls = fake.calls[mark:]
     names = {n for n, _ in calls}

@@ -15,7 +15,7 @@ import pytest
 import pyptx
 import stdlib_kernels as sk
 from pyptx import f32
-from pyptx.runtime import driver
+from pyptx.runtime import driver, streams
 
 from fake_driver import on_fake_gpu
 from fake_graph import GraphFakeDriver
@@ -46,7 +46,7 @@ def _workload():
     with pyptx.graph() as g:
         scale2[1, 64](r, d)
     g.launch()
-    e = driver.Event()
+    e = streams.Event()
     e.record()
     tmp = pyptx.to_device(x)
     tmp.free()                                       # back to the pool, then reused

@@ -10,7 +10,7 @@ import pytest
 
 import pyptx
 from pyptx import f32, i32
-from pyptx.runtime import driver
+from pyptx.runtime import driver, driver_memory, streams
 from pyptx.runtime.device_array import device_empty
 from pyptx.runtime.devmem import HOME
 
@@ -56,9 +56,9 @@ def test_free_cached_memory_waits_for_queued_work(fake):
     del out
     gc.collect()
     assert idle_in_pool(ptr) and not fake.launches[-1].done
-    driver.free_cached_memory()
+    driver_memory.free_cached_memory()
     assert fake.launches[-1].done and ptr not in fake.memory
-    driver.synchronize()                                 # no sticky fault
+    streams.synchronize()                                 # no sticky fault
 
 
 def test_free_cached_memory_without_the_synchronise_would_fault(fake, monkeypatch):
@@ -70,10 +70,10 @@ def test_free_cached_memory_without_the_synchronise_would_fault(fake, monkeypatc
     del out
     gc.collect()
     monkeypatch.setattr(fake, "cuCtxSynchronize", lambda: (fake.CUresult.CUDA_SUCCESS,))
-    driver.free_cached_memory()
+    driver_memory.free_cached_memory()
     monkeypatch.undo()
     with pytest.raises(pyptx.DeviceError, match="ILLEGAL_ADDRESS"):
-        driver.synchronize()
+        streams.synchronize()
 
 
 def _events(fake, since):
@@ -90,7 +90,7 @@ def _events(fake, since):
 def test_an_array_used_on_another_stream_is_ordered_both_ways(fake):
     """First use on stream s: s waits for the home stream (the buffer's previous owner may
     still use it there).  Release: the home stream waits for s (its next owner runs there)."""
-    s = driver.Stream(non_blocking=True)
+    s = streams.Stream(non_blocking=True)
     hs = driver.handle_int(s.handle)
     x = pyptx.to_device(np.ones(64, np.float32))
     out = device_empty(64, np.float32)
@@ -113,7 +113,7 @@ def test_an_array_used_on_another_stream_is_ordered_both_ways(fake):
 
 
 def test_views_order_their_owner(fake):
-    s = driver.Stream(non_blocking=True)
+    s = streams.Stream(non_blocking=True)
     a = device_empty((4, 16), np.float32)
     x = pyptx.to_device(np.ones(16, np.float32))
     axpb[1, 16](a[2:3].reshape(16), x, 1.0, 16, stream=s)
@@ -124,7 +124,7 @@ def test_views_order_their_owner(fake):
 def test_cuda_array_interface_orders_other_streams_before_the_legacy_stream(fake):
     """CAI says stream 1 (legacy); a kernel that wrote the array on a non-blocking stream
     (which the legacy stream does not wait for) is put before the legacy stream's next work."""
-    s = driver.Stream(non_blocking=True)
+    s = streams.Stream(non_blocking=True)
     hs = driver.handle_int(s.handle)
     x = pyptx.to_device(np.ones(64, np.float32))
     out = device_empty(64, np.float32)

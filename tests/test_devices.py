@@ -14,7 +14,7 @@ import pyptx
 import pyptx.compiler as pyptx_compiler
 from pyptx import cuda, f32, i32
 from pyptx.errors import DeviceError, LaunchError
-from pyptx.runtime import driver, profile
+from pyptx.runtime import driver, driver_memory, profile
 
 from fake_driver import FakeCompiler, FakeDriver, hand_compiled, idle_in_pool
 
@@ -269,7 +269,7 @@ def test_free_cached_memory_covers_every_device(two, monkeypatch):
         scale[1, 8](ones(), ones(), 2.0, 8)
     pools = [c.pool for c in driver.contexts()]
     assert len(pools) == 2 and all(p.cached_bytes for p in pools)
-    driver.free_cached_memory()
+    driver_memory.free_cached_memory()
     assert not any(p.cached_bytes for p in pools)
     assert {ctx for _p, ctx in two.freed_in} == {CTX0, CTX1}
 

@@ -13,7 +13,7 @@ import pyptx
 import pyptx.compiler as pyptx_compiler
 from pyptx import f16, f32, i32
 from pyptx.errors import LaunchError
-from pyptx.runtime import dlpack, driver
+from pyptx.runtime import dlpack, driver, streams
 
 from fake_driver import FakeCompiler, FakeDriver, hand_compiled, idle_in_pool
 
@@ -319,11 +319,11 @@ def test_gpu_launch_with_a_dlpack_argument(fake, monkeypatch):
     assert launch.params["x_shape0"] == n
     assert fake.count("cuMemcpyHtoD") + fake.count("cuMemcpyDtoH") == copies    # in place
     assert dlpack.live_exports() == n0 + 2                  # the kernel may still read them
-    driver.synchronize()
+    streams.synchronize()
     assert dlpack.live_exports() == n0                      # deleters ran once it finished
     np.testing.assert_array_equal(dout.copy_to_host(), xs * np.float32(3.0))
     assert px.streams == [1] and pout.streams == [1]        # legacy default stream
-    s = driver.Stream()
+    s = streams.Stream()
     scale[1, 64](pout, px, 1.0, n, stream=s)
     assert px.streams[-1] == int(s.handle) and fake.launches[-1].stream == int(s.handle)
     s.close()

@@ -12,7 +12,7 @@ import pyptx
 import pyptx.compiler as pyptx_compiler
 from pyptx import bool_, f16, f32, f64, i8, i32, i64, u16, u64
 from pyptx.errors import DeviceError, LaunchError
-from pyptx.runtime import driver
+from pyptx.runtime import driver, driver_memory, param_packer, streams
 
 from fake_driver import FakeCompiler, FakeDriver, hand_compiled, idle_in_pool, on_fake_gpu
 
@@ -85,7 +85,7 @@ def test_packer_layout_is_computed_once_per_compiled_kernel(fake, monkeypatch):
 
 def test_packer_direct():
     from pyptx.compiler import KernelParam as P
-    pk = driver.ParamPacker([P("a", "u8"), P("b", "f64"), P("c", "s16"), P("d", "s32")])
+    pk = param_packer.ParamPacker([P("a", "u8"), P("b", "f64"), P("c", "s16"), P("d", "s32")])
     assert pk.offsets == [0, 8, 16, 20]
     addr = pk.pack([200, -1.5, -3, 77])
     import ctypes
@@ -124,7 +124,7 @@ def test_launch_failure_carries_the_error_name_and_frees_temporaries(fake, monke
         scale[1, 64](np.empty_like(x), x, 2.0, 64)
     assert ei.value.error_name == err and err in str(ei.value)
     assert driver.context().pool.in_use_bytes == 0      # staging buffers back in the pool
-    driver.free_cached_memory()
+    driver_memory.free_cached_memory()
     assert fake.memory == {}
 
 
@@ -205,7 +205,7 @@ def test_module_is_loaded_once_and_copies_follow_writability(fake, monkeypatch):
     # the second launch reused the first one's staging buffers: no allocation, no free
     assert fake.count("cuMemAlloc") == 2 and fake.count("cuMemFree") == 0
     assert fake.count("cuCtxSynchronize") == 0 and fake.count("cuStreamSynchronize") == 2
-    driver.free_cached_memory()
+    driver_memory.free_cached_memory()
     assert fake.memory == {}
 
 
@@ -263,7 +263,7 @@ def test_device_array_round_trip_and_in_place_launch(fake, monkeypatch):
     n = fake.count("cuMemAlloc")
     again = pyptx.to_device(host)                # the same size: a released buffer, no cuMemAlloc
     assert again.device_pointer in ptrs and fake.count("cuMemAlloc") == n
-    driver.free_cached_memory()                  # synchronises, then back to the driver
+    driver_memory.free_cached_memory()                  # synchronises, then back to the driver
     assert not (ptrs - {again.device_pointer}) & set(fake.memory)
 
 
@@ -287,7 +287,7 @@ def test_cuda_array_interface_objects_are_used_in_place(fake, monkeypatch):
     scale[1, 64](ForeignGpuArray(po, (n,), "<f4", (4,)), ForeignGpuArray(px, (n,), "<f4"), 0.5, n)
     assert fake.launches[0].params["out"] == po and fake.launches[0].params["x"] == px
     assert not fake.launches[0].done           # asynchronous, like a CUDA launch
-    driver.synchronize()
+    streams.synchronize()
     np.testing.assert_array_equal(fake.view(po, np.float32, n), xs * np.float32(0.5))
     assert fake.count("cuMemcpyHtoD") == 0 and fake.count("cuMemcpyDtoH") == 0
     with pytest.raises(LaunchError, match="'x'.*non-contiguous"):
@@ -300,7 +300,7 @@ def test_cuda_array_interface_objects_are_used_in_place(fake, monkeypatch):
 def test_streams_use_async_copies_and_synchronise(fake, monkeypatch):
     use_compiled(monkeypatch, hand_compiled("scale", SCALE))
     fake.bodies["scale"] = scale_body
-    s = driver.Stream()
+    s = streams.Stream()
     x = rng.standard_normal(8).astype(np.float32)
     out = np.zeros_like(x)
     scale[1, 8](out, x, 2.0, 8, stream=s)
@@ -308,7 +308,7 @@ def test_streams_use_async_copies_and_synchronise(fake, monkeypatch):
     assert fake.count("cuMemcpyHtoDAsync") == 2 and fake.count("cuMemcpyDtoHAsync") == 1
     assert fake.launches[0].stream == int(s.handle)
     assert ("cuStreamSynchronize", (int(s.handle),)) in fake.calls
-    e0, e1 = driver.Event(), driver.Event()
+    e0, e1 = streams.Event(), streams.Event()
     e0.record(s)
     e1.record(s)
     assert e1.elapsed_ms(e0) > 0

@@ -12,7 +12,7 @@ import pyptx
 import stdlib_kernels as sk
 from pyptx import f16, f32, i32
 from pyptx.errors import DeviceError, MemoryFault
-from pyptx.runtime import driver
+from pyptx.runtime import streams
 from stdlib_kernels import quant
 
 from fake_driver import FakeDriver, on_fake_gpu
@@ -90,7 +90,7 @@ def run_both(monkeypatch, fake, launch):
     come from the fake's launches (it queued and ran at least one)."""
     before = fake.count("cuLaunchKernel")
     got = host(launch())
-    driver.synchronize()
+    streams.synchronize()
     assert fake.count("cuLaunchKernel") > before
     assert all(ln.done for ln in fake.launches)
     want = host(on_cpu(monkeypatch, launch))
@@ -185,12 +185,12 @@ def poke(out: f32[:], at: i32):
 def test_out_of_bounds_surfaces_at_the_next_synchronising_call(fake):
     out = pyptx.to_device(np.zeros(8, np.float32))
     poke[1, 32](out, 3)
-    driver.synchronize()
+    streams.synchronize()
     assert out.copy_to_host()[3] == 1.0                  # in bounds: fine
     poke[1, 32](out, 1 << 22)                            # 16 MiB past an 32-byte allocation
     assert fake.sticky is None                           # queued: nothing has run yet
     with pytest.raises(DeviceError) as ei:
-        driver.synchronize()
+        streams.synchronize()
     assert ei.value.error_name == "CUDA_ERROR_ILLEGAL_ADDRESS"
     assert "out-of-bounds global access in kernel 'poke'" in str(ei.value)
     # what pyptx adds to the driver's text: the likely kernel, the lost context, the way out

@@ -12,7 +12,7 @@ import pytest
 import pyptx
 from pyptx import cuda, f32, i32
 from pyptx.errors import DeviceError
-from pyptx.runtime import driver
+from pyptx.runtime import driver, driver_memory, streams
 
 from fake_driver import FakeDriver, on_fake_gpu
 
@@ -121,11 +121,11 @@ def test_no_int_of_a_driver_handle(monkeypatch):
             warnings.simplefilter("error", DeprecationWarning)
             out = pyptx.to_device(np.zeros(32, np.float32))
             fill[1, 32](out, 1.0, 32)                        # context, module, function
-            s = driver.Stream()
+            s = streams.Stream()
             fill[1, 32](out, 2.0, 32, stream=s)
             assert s.__cuda_stream__()[1] == driver.handle_int(s.handle) != 0
             s.synchronize()
-            e0, e1 = driver.Event(), driver.Event()
+            e0, e1 = streams.Event(), streams.Event()
             e0.record(s)
             host = np.zeros(32, np.float32)
             fill[1, 32](host, 4.0, 32, stream=s)             # numpy: the pool allocates
@@ -135,7 +135,7 @@ def test_no_int_of_a_driver_handle(monkeypatch):
             assert (out.copy_to_host() == 2).all() and (host == 4).all()
             assert out.__dlpack_device__() == (2, 0)
             s.close()
-            driver.free_cached_memory()
+            driver_memory.free_cached_memory()
         assert fake.count("cuLaunchKernel") == 3
     finally:
         gc.collect()

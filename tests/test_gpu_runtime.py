@@ -15,7 +15,7 @@ import pyptx
 import pyptx.compiler as pyptx_compiler
 from pyptx import f32, i32
 from pyptx.errors import DeviceError, LaunchError
-from pyptx.runtime import driver
+from pyptx.runtime import driver, driver_memory, streams
 
 from fake_driver import (FakeCompiler, FakeDriver, hand_compiled, idle_in_pool, in_forked_child,
                          on_fake_gpu)
@@ -183,7 +183,7 @@ def test_cached_buffers_are_all_freed_even_when_one_free_fails(fake, monkeypatch
     assert len(fake.memory) == 4
     fake.fail["cuMemFree"] = fake.CUresult.CUDA_ERROR_INVALID_VALUE
     with pytest.raises(DeviceError):
-        driver.free_cached_memory()
+        driver_memory.free_cached_memory()
     assert fake.count("cuMemFree") == 4        # every buffer tried, not only the first
 
 
@@ -223,7 +223,7 @@ def test_dlpack_released_only_after_the_stream_completes(fake, monkeypatch):
     d = pyptx.to_device(rng.standard_normal(8).astype(np.float32))
     out = pyptx.to_device(np.full(8, np.nan, np.float32))
     n0 = dlpack.live_exports()
-    s = driver.Stream()
+    s = streams.Stream()
     scale[1, 8](out, Capsule(d), 1.0, 8, stream=s)
     assert dlpack.live_exports() == n0 + 1 and not fake.launches[-1].done
     scale[1, 8](out, d, 1.0, 8, stream=s)           # still queued: still held
@@ -243,8 +243,8 @@ class CaiArray:
 def test_cai_stream_is_waited_on(fake, monkeypatch):
     use_scale(monkeypatch, fake)
     ctx = driver.context()
-    producer = driver.Stream()
-    mine = driver.Stream()
+    producer = streams.Stream()
+    mine = streams.Stream()
     px = ctx.call("alloc", fake.cuMemAlloc, 32)
     po = ctx.call("alloc", fake.cuMemAlloc, 32)
     scale[1, 8](CaiArray(po, 8), CaiArray(px, 8, stream=int(producer.handle)), 1.0, 8, stream=mine)
@@ -346,7 +346,7 @@ def test_malformed_stream_is_a_launch_error(fake, monkeypatch, device, bad):
 
 def test_closed_stream_is_a_launch_error(fake, monkeypatch):
     use_scale(monkeypatch, fake)
-    s = driver.Stream()
+    s = streams.Stream()
     s.close()
     x = np.ones(8, np.float32)
     with pytest.raises(LaunchError, match="closed"):
@@ -354,7 +354,7 @@ def test_closed_stream_is_a_launch_error(fake, monkeypatch):
 
 
 def test_streams_and_events_are_destroyed(fake):
-    s, e = driver.Stream(), driver.Event()
+    s, e = streams.Stream(), streams.Event()
     hs, he = s.handle, e.handle
     del s, e
     gc.collect()
@@ -432,8 +432,8 @@ def test_real_bindings_accept_the_arguments_pyptx_passes(fake, monkeypatch):
     use_scale(monkeypatch, fake, body="    .shared .align 16 .b8 tile[1024];\n")
     x = rng.standard_normal(16).astype(np.float32)
     d = pyptx.to_device(x)
-    s = driver.Stream()
-    e0, e1 = driver.Event(), driver.Event()
+    s = streams.Stream()
+    e0, e1 = streams.Event(), streams.Event()
     e0.record(s)
     scale[1, 16](np.empty_like(x), x, 2.0, 16, stream=s, shared_mem=60 * 1024)
     scale[1, 16](d, d, 2.0, 16)
@@ -444,8 +444,8 @@ def test_real_bindings_accept_the_arguments_pyptx_passes(fake, monkeypatch):
     d.copy_from_host(x)
     d.copy_to_host()
     d.free()
-    driver.synchronize()
-    driver.free_cached_memory()
+    streams.synchronize()
+    driver_memory.free_cached_memory()
     with pytest.raises(DeviceError):
         driver.context().function(".version 7.0\n.target sm_75\n.address_size 64\n"
                                   ".visible .entry k()\n{\n bogus;\n}\n", "k")
@@ -486,7 +486,7 @@ def test_fake_kernel_fault_is_sticky_like_a_gpu(fake, monkeypatch):
     fake.bodies["scale"] = lambda fk, ln: fk.view(ln.params["x"], np.float32, 10 ** 6)
     scale[1, 8](out, x, 1.0, 8)                # queued fine; the fault shows at the wait
     with pytest.raises(DeviceError) as ei:
-        driver.synchronize()
+        streams.synchronize()
     assert ei.value.error_name == "CUDA_ERROR_ILLEGAL_ADDRESS"
     with pytest.raises(DeviceError, match="ILLEGAL_ADDRESS"):
         scale[1, 8](out, x, 1.0, 8)            # the context stays broken, as on a GPU
@@ -513,7 +513,7 @@ def test_real_gpu_renamed_kernel_threads_streams(monkeypatch):
         dx, dout = pyptx.to_device(x), pyptx.to_device(np.full_like(x, np.nan))
         in_thread(lambda: k_ru[4, 256](dout, dx, 1000))         # launched from another thread
         np.testing.assert_array_equal(dout.copy_to_host(), x * np.float32(2.0))
-        s = driver.Stream()
+        s = streams.Stream()
         out = np.full_like(x, np.nan)
         k_p0[4, 256](out, x, 1000, stream=s)                    # numpy through the pool
         np.testing.assert_array_equal(out, x + np.float32(1.0))
@@ -521,6 +521,6 @@ def test_real_gpu_renamed_kernel_threads_streams(monkeypatch):
         del dx
         in_thread(lambda: (box.clear(), gc.collect()))           # freed from another thread
         s.close()
-        driver.free_cached_memory()
+        driver_memory.free_cached_memory()
     finally:
         driver.set_driver(prev)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import pyptx
-from pyptx.runtime import driver
+from pyptx.runtime import streams
 
 from fake_driver import hand_compiled, on_fake_gpu
 from fake_graph import GraphFakeDriver
@@ -46,7 +46,7 @@ def test_capture_instantiate_replay(fake, monkeypatch):
     assert _names(fake, mark) == ["cuStreamCreate", "cuStreamBeginCapture", "cuLaunchKernel",
                                   "cuLaunchKernel", "cuStreamEndCapture", "cuGraphInstantiate",
                                   "cuMemcpyDtoH"]
-    user = driver.Stream()
+    user = streams.Stream()
     for _ in range(2):
         x1 = r.standard_normal(16).astype(np.float32)
         x.copy_from_host(x1)                             # the replay reads the new data

@@ -2,7 +2,8 @@
 runs, and valid launches reach the CPU executor with the flattened, converted PTX argument list.
 
 The compiler is replaced by hand-built CompiledKernels (tests/fake_driver.py) and the CPU executor
-by a recorder, so these tests exercise exactly pyptx/runtime/launch.py.
+by a recorder, so these tests exercise exactly pyptx/runtime/launch.py and the argument checkers
+it builds (pyptx/runtime/arg_checks.py).
 """
 import numpy as np
 import pytest

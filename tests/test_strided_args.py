@@ -15,7 +15,7 @@ import pytest
 
 import pyptx
 from pyptx import LaunchError, f32, i32
-from pyptx.runtime import driver
+from pyptx.runtime import driver, streams
 
 from fake_driver import FakeDriver, on_cpu_or_fake_gpu, on_fake_gpu
 
@@ -270,14 +270,14 @@ def test_cuda_array_interface_strides_are_bytes_and_used_in_place(fake):
     ot = ForeignGpuArray(po + 4, (6, 4), "<f4", (32, 8))      # columns 1, 3, 5, 7
     copies = fake.count("cuMemcpyHtoD") + fake.count("cuMemcpyHtoDAsync")
     _launch2d(add1, xt, ForeignGpuArray(po, (8, 6), "<f4", (4, 32)), (8, 6))
-    driver.synchronize()
+    streams.synchronize()
     got = fake.view(po, np.float32, a.size).reshape(6, 8)
     np.testing.assert_array_equal(got, a + np.float32(1))
     launch = fake.launches[-1]
     assert launch.params["x"] == px and (launch.params["x_stride0"],
                                           launch.params["x_stride1"]) == (1, 8)
     _launch2d(add1, np.ones((6, 4), np.float32), ot, (6, 4))
-    driver.synchronize()
+    streams.synchronize()
     got = fake.view(po, np.float32, a.size).reshape(6, 8)
     np.testing.assert_array_equal(got[:, 1::2], 2.0)
     np.testing.assert_array_equal(got[:, ::2], a[:, ::2] + np.float32(1))

@@ -561,7 +561,7 @@ def test_rank_mismatch_and_misaligned_tile_are_reported(cpu_device):
 
 def test_param_packer_aligns_a_tensor_map_to_64_bytes():
     from pyptx.compiler import KernelParam
-    from pyptx.runtime.driver import ParamPacker
+    from pyptx.runtime.param_packer import ParamPacker
     p = ParamPacker([KernelParam("n", "s32"), KernelParam("tm", "b8[128]"),
                      KernelParam("x", "u64")])
     assert p.offsets == [0, 64, 192]

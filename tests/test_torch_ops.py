@@ -363,11 +363,11 @@ def test_user_kernel_takes_a_stream_object_with_cuda_stream():
 def test_stream_object_reaches_the_driver_launch(monkeypatch):
     """On the GPU path (fake driver) the launch goes to the stream `.cuda_stream` names."""
     from fake_driver import FakeDriver, on_fake_gpu
-    from pyptx.runtime import driver
+    from pyptx.runtime import driver, streams
     gen_fake = on_fake_gpu(monkeypatch, FakeDriver())
     fake = next(gen_fake)
     try:
-        s = driver.Stream()
+        s = streams.Stream()
         handle = driver.handle_int(s.handle)
         x = pyptx.to_device(np.ones(8, np.float32))
         double_in_place[1, 8](x, stream=types.SimpleNamespace(cuda_stream=handle))

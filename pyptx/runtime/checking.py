@@ -97,8 +97,8 @@ def gpu_timed(checks: Checks, kernel: str, grid, block, run, stream=None) -> Non
     if not checks.profilers:
         run()
         return
-    from . import driver
-    start, end = driver.Event(), driver.Event()
+    from .streams import Event
+    start, end = Event(), Event()
     start.record(stream)
     run()
     end.record(stream)

@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from . import devmem, driver
+from . import devmem, driver, driver_memory, streams
 from .graph import capturing, check as capture_check, outside_capture
 
 
@@ -46,7 +46,7 @@ class DeviceArray:
                 self._finalizer = weakref.finalize(self, devmem.release_array, ptr, pool_size,
                                                    ctx, self._streams)
             else:
-                self._finalizer = weakref.finalize(self, driver.release_quietly, ptr, ctx)
+                self._finalizer = weakref.finalize(self, driver_memory.release_quietly, ptr, ctx)
 
     # -- numpy-like description --------------------------------------------------------------
     @property
@@ -111,7 +111,7 @@ class DeviceArray:
         if self._host is not None:
             np.copyto(out, self._host)
         elif self._nbytes:
-            driver.memcpy_dtoh(out.ctypes.data, self._ptr, self._nbytes, ctx=self._ctx)
+            driver_memory.memcpy_dtoh(out.ctypes.data, self._ptr, self._nbytes, ctx=self._ctx)
         return out
 
     def copy_from_host(self, arr) -> None:
@@ -125,7 +125,7 @@ class DeviceArray:
         if self._host is not None:
             np.copyto(self._host, arr)
         elif self._nbytes:
-            driver.memcpy_htod(self._ptr, arr.ctypes.data, self._nbytes, ctx=self._ctx)
+            driver_memory.memcpy_htod(self._ptr, arr.ctypes.data, self._nbytes, ctx=self._ctx)
 
     def copy_to_device(self, ary, stream=None) -> None:
         """Numba's `d.copy_to_device(ary)`: overwrite the contents with a host array or another
@@ -153,7 +153,7 @@ class DeviceArray:
         if self._host is not None:
             self._host.reshape(-1)[offset:offset + buf.size] = buf.reshape(-1)
         elif buf.nbytes:
-            driver.memcpy_htod(self._ptr + offset * self.dtype.itemsize, buf.ctypes.data,
+            driver_memory.memcpy_htod(self._ptr + offset * self.dtype.itemsize, buf.ctypes.data,
                                buf.nbytes, ctx=self._ctx)
 
     def _read(self, offset: int, shape) -> np.ndarray:
@@ -161,7 +161,7 @@ class DeviceArray:
         if self._host is not None:
             out.reshape(-1)[:] = self._host.reshape(-1)[offset:offset + out.size]
         elif out.nbytes:
-            driver.memcpy_dtoh(out.ctypes.data, self._ptr + offset * self.dtype.itemsize,
+            driver_memory.memcpy_dtoh(out.ctypes.data, self._ptr + offset * self.dtype.itemsize,
                                out.nbytes, ctx=self._ctx)
         return out
 
@@ -333,7 +333,7 @@ class DeviceArray:
             if self._ptr == 0 and self._nbytes:
                 raise BufferError("the DeviceArray was freed")
             if stream != -1:
-                driver.synchronize(ctx=self._ctx, api="DeviceArray.__dlpack__()")
+                streams.synchronize(ctx=self._ctx, api="DeviceArray.__dlpack__()")
         if self._host is not None:
             owner = self._host.copy() if copy else self
             data = (owner if copy else self._host).ctypes.data
@@ -451,7 +451,7 @@ def _to_context(host: np.ndarray, ctx) -> DeviceArray:
     out = _on_device(host.shape, host.dtype, host.nbytes, ctx)
     ptr = out._ptr
     if host.nbytes:
-        driver.memcpy_htod(ptr, host.ctypes.data, host.nbytes, ctx=ctx)
+        driver_memory.memcpy_htod(ptr, host.ctypes.data, host.nbytes, ctx=ctx)
     return out
 
 

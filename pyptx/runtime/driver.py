@@ -12,16 +12,16 @@ first GPU use.  Every call that needs a context makes ours current for the calli
 Devices: one retained primary `Context` per device ordinal, created on first use.  Each thread
 has a current device (`select`, `pyptx.use_device`; a new thread starts on device 0, as with the
 CUDA runtime); `context()` is the current device's context.
+
+Beside it, on the same contexts: device memory and copies (`driver_memory.py`), streams, events
+and `synchronize` (`streams.py`), and the kernel-parameter buffer (`param_packer.py`).
 """
 from __future__ import annotations
 
-import ctypes
 import os
-import struct
 import threading
-import weakref
 
-from ..errors import DeviceError, LaunchError
+from ..errors import DeviceError
 from . import gpu_faults
 
 JIT_LOG_BYTES = 16 * 1024
@@ -722,225 +722,6 @@ class Function:
         gpu_faults.last_kernel[0] = self.entry
 
 
-# ---- kernel parameter packing -----------------------------------------------------------------
-
-#: PTX .param type -> struct code.  b16 carries f16 here (see architecture.md); a packer built
-#: with `half_slots` (parameter positions) packs those as IEEE half ('e').
-_STRUCT_CODE = {
-    "u64": "Q", "s64": "q", "b64": "Q", "f64": "d",
-    "u32": "I", "s32": "i", "b32": "I", "f32": "f",
-    "u16": "H", "s16": "h", "b16": "H", "f16": "e",
-    "u8": "B", "s8": "b", "b8": "B", "pred": "B",
-    "b8[128]": "128s",        # a tensor map (pyptx.tensormap), by value
-}
-
-
-class ParamPacker:
-    """The `kernelParams` array for one compiled kernel, laid out once.
-
-    One buffer holds every parameter at its natural alignment; a `void*[]` points at each.
-    Per launch only `pack(values)` runs: a single `struct.pack_into`.  Not re-entrant across
-    threads launching the same kernel at the same time (the driver copies the values during
-    cuLaunchKernel, so sequential reuse is safe).
-    """
-
-    def __init__(self, params, half_slots=()):
-        fmt = ["<"]
-        offsets = []
-        off = 0
-        for i, p in enumerate(params):
-            code = "e" if i in half_slots else _STRUCT_CODE.get(p.ptx_type)
-            if code is None:
-                raise DeviceError(f"cannot pass a .param of type .{p.ptx_type} ('{p.name}')")
-            size = struct.calcsize(code)
-            align = 64 if p.ptx_type == "b8[128]" else size     # a tensor map: .align 64
-            pad = (-off) % align
-            fmt.append("x" * pad + code)
-            off += pad
-            offsets.append(off)
-            off += size
-        self.struct = struct.Struct("".join(fmt))
-        self.offsets = offsets
-        self.sizes = [struct.calcsize(f[-1]) for f in fmt[1:]]
-        self.buffer = ctypes.create_string_buffer(max(self.struct.size, 8))
-        base = ctypes.addressof(self.buffer)
-        self.pointers = (ctypes.c_void_p * max(len(offsets), 1))(*[base + o for o in offsets])
-        self.address = ctypes.addressof(self.pointers) if offsets else 0
-
-    def pack(self, values) -> int:
-        """Write the values; returns the `void**` address to pass as kernelParams."""
-        self.struct.pack_into(self.buffer, 0, *values)
-        return self.address
-
-
-# ---- memory, streams, events ------------------------------------------------------------------
-
-def mem_alloc(nbytes: int, ctx: "Context | None" = None) -> int:
-    """cuMemAlloc in `ctx` (default: the calling thread's device's context); DeviceError on
-    failure."""
-    ctx = ctx or context()
-    return handle_int(ctx.call(f"cuMemAlloc({nbytes})", ctx.drv.cuMemAlloc,
-                               max(int(nbytes), 1)))
-
-
-def mem_free(ptr: int, ctx: "Context | None" = None) -> None:
-    """Free device memory in `ctx`, the allocating context (None: the calling thread's
-    device's); a no-op when that context is gone (reset, or this is a forked child).  Raises
-    DeviceError when the driver refuses."""
-    if not ptr:
-        return
-    if ctx is None:
-        ctx = _contexts.get(current_ordinal())
-        if ctx is None:
-            return
-    if not ctx.alive or ctx.pid != os.getpid() or _contexts.get(ctx.ordinal) is not ctx:
-        return
-    ctx.call("cuMemFree", ctx.drv.cuMemFree, ptr)
-
-
-def release_quietly(ptr: int, ctx: "Context | None") -> None:
-    """`mem_free` for finalizers (garbage collection in any thread, interpreter exit): never
-    raises; a failure only means the memory goes back when the context does.  While this
-    thread captures a graph the free waits for the capture's end (CUDA forbids it inside)."""
-    try:
-        from .graph import defer_while_capturing
-        if defer_while_capturing(lambda: release_quietly(ptr, ctx)):
-            return
-    except BaseException:  # noqa: BLE001 - interpreter shutdown: modules may be gone
-        pass
-    try:
-        mem_free(ptr, ctx)
-    except BaseException:  # noqa: BLE001 - a finalizer must not raise
-        pass
-
-
-def memcpy_htod(dst: int, src_host: int, nbytes: int, stream=None,
-                ctx: "Context | None" = None) -> None:
-    """Host → device in `ctx` (default: the calling thread's device).  Without a stream: on the
-    legacy default stream, finished on return."""
-    ctx = ctx or context()
-    drv = ctx.drv
-    pushed = ctx.enter()
-    try:
-        if stream is None and ctx.home:         # per-thread mode: pyptx's home is the legacy stream
-            check(drv.cuMemcpyHtoDAsync(dst, src_host, nbytes, ctx.home), "cuMemcpyHtoDAsync",
-                  drv)
-            check(drv.cuStreamSynchronize(ctx.home), "cuStreamSynchronize", drv)
-        elif stream is None:
-            check(drv.cuMemcpyHtoD(dst, src_host, nbytes), "cuMemcpyHtoD", drv)
-        else:
-            check(drv.cuMemcpyHtoDAsync(dst, src_host, nbytes, stream), "cuMemcpyHtoDAsync",
-                  drv)
-    finally:
-        ctx.leave(pushed)
-
-
-def memcpy_dtoh(dst_host: int, src: int, nbytes: int, stream=None,
-                ctx: "Context | None" = None) -> None:
-    """Device → host in `ctx` (default: the calling thread's device).  Without a stream: waits
-    for the legacy default stream, then copies."""
-    ctx = ctx or context()
-    drv = ctx.drv
-    pushed = ctx.enter()
-    try:
-        if stream is None:
-            if ctx.home:                        # per-thread mode: from the legacy stream
-                check(drv.cuMemcpyDtoHAsync(dst_host, src, nbytes, ctx.home),
-                      "cuMemcpyDtoHAsync", drv)
-                check(drv.cuStreamSynchronize(ctx.home), "cuStreamSynchronize", drv)
-            else:
-                check(drv.cuMemcpyDtoH(dst_host, src, nbytes), "cuMemcpyDtoH", drv)
-            if ctx.deferred:
-                ctx.reap()
-        else:
-            check(drv.cuMemcpyDtoHAsync(dst_host, src, nbytes, stream), "cuMemcpyDtoHAsync",
-                  drv)
-    finally:
-        ctx.leave(pushed)
-
-
-def synchronize(stream=None, ctx: "Context | None" = None,
-                api: str = "pyptx.synchronize()") -> None:
-    """Wait for `stream` (or, with None, the whole context: `ctx`, default the calling
-    thread's device's); then run deferred releases.  Inside `with pyptx.graph()` a
-    LaunchError (CUDA forbids synchronising there)."""
-    from .graph import check as capture_check
-    capture_check("cuCtxSynchronize" if stream is None else "cuStreamSynchronize", api)
-    ctx = ctx or context()
-    drv = ctx.drv
-    pushed = ctx.enter()
-    try:
-        if stream is None:
-            check(drv.cuCtxSynchronize(), "cuCtxSynchronize", drv)
-        else:
-            check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize", drv)
-        ctx.reap()
-    finally:
-        ctx.leave(pushed)
-
-
-def _destroy(ctx: Context, fn_name: str, handle) -> None:
-    """Finalizer of a Stream/Event: destroy the handle if its context still lives.  Never
-    raises (it may run in any thread, or at interpreter exit)."""
-    try:
-        if ctx.alive and _contexts.get(ctx.ordinal) is ctx and ctx.pid == os.getpid():
-            ctx.call(fn_name, getattr(ctx.drv, fn_name), handle)
-    except BaseException:  # noqa: BLE001
-        pass
-
-
-class Stream:
-    """A CUDA stream owned by pyptx; pass it as `k[g, b](..., stream=s)`.  Destroyed by
-    `close()` or when garbage-collected."""
-
-    def __init__(self, non_blocking: bool = False):
-        ctx = context()
-        flags = 0
-        if non_blocking:       # CU_STREAM_NON_BLOCKING: no implicit sync with the legacy stream
-            flags = int(getattr(getattr(ctx.drv, "CUstream_flags", None),
-                                "CU_STREAM_NON_BLOCKING", 1))
-        self.handle = ctx.call("cuStreamCreate", ctx.drv.cuStreamCreate, flags)
-        self._finalizer = weakref.finalize(self, _destroy, ctx, "cuStreamDestroy", self.handle)
-
-    def synchronize(self) -> None:
-        synchronize(stream_handle(self), api="Stream.synchronize()")
-
-    def close(self) -> None:
-        self._finalizer()
-        self.handle = None
-
-    def __cuda_stream__(self):
-        return (0, stream_handle(self))
-
-
-class Event:
-    """A timing event: `e0.record(); ...; e1.record(); e1.elapsed_ms(e0)`.  Destroyed when
-    garbage-collected."""
-
-    def __init__(self):
-        ctx = context()
-        self._ctx = ctx
-        self.handle = ctx.call("cuEventCreate", ctx.drv.cuEventCreate, 0)
-        self._finalizer = weakref.finalize(self, _destroy, ctx, "cuEventDestroy", self.handle)
-
-    def record(self, stream=None) -> None:
-        self._ctx.call("cuEventRecord", self._ctx.drv.cuEventRecord, self.handle,
-                       stream_handle(stream) or self._ctx.home)
-
-    def synchronize(self) -> None:
-        from .graph import check as capture_check
-        capture_check("cuEventSynchronize", "Event.synchronize()")
-        self._ctx.call("cuEventSynchronize", self._ctx.drv.cuEventSynchronize, self.handle)
-
-    def elapsed_ms(self, start: "Event") -> float:
-        """Milliseconds from `start` to this event (synchronises on this event)."""
-        from .graph import check as capture_check
-        capture_check("cuEventElapsedTime", "Event.elapsed_ms()")
-        self.synchronize()
-        return float(self._ctx.call("cuEventElapsedTime", self._ctx.drv.cuEventElapsedTime,
-                                    start.handle, self.handle))
-
-
 #: CU_STREAM_LEGACY: the legacy default stream, named explicitly
 STREAM_LEGACY = 1
 
@@ -959,64 +740,18 @@ def home_stream_handle() -> int:
     return STREAM_LEGACY if per_thread_default_stream() else 0
 
 
-def stream_handle(stream):
-    """Whatever the user passed as `stream=` → an int handle (None: the legacy default stream).
-    Anything else is a LaunchError, raised before any work.
+# ---- public names that moved ------------------------------------------------------------------
 
-    Accepted: None, an int handle >= 0, a driver CUstream, a pyptx `Stream`, or any object
-    with `__cuda_stream__` (cuda.core, CuPy >= 13), `.cuda_stream` (PyTorch) or `.ptr` (CuPy)."""
-    if stream is None:
-        return None
-    t = type(stream)
-    if t is int:
-        if stream < 0:
-            raise LaunchError(f"stream must be a stream handle >= 0, got {stream}")
-        return stream
-    if t is Stream:
-        if stream.handle is None:
-            raise LaunchError("stream= is a pyptx Stream that was closed")
-        return handle_int(stream.handle)
-    if isinstance(stream, bool) or isinstance(stream, (float, str, bytes)):
-        raise LaunchError(f"stream must be None, a pyptx Stream, a CUstream, an int handle or "
-                          f"an object with __cuda_stream__, got {t.__name__} {stream!r}")
-    proto = getattr(stream, "__cuda_stream__", None)
-    if proto is not None:
-        try:
-            return int(proto()[1])
-        except Exception as e:  # noqa: BLE001
-            raise LaunchError(f"stream=: {t.__name__}.__cuda_stream__() failed ({e})") from None
-    for attr in ("cuda_stream", "ptr"):
-        v = getattr(stream, attr, None)
-        if isinstance(v, int) and not isinstance(v, bool):
-            return v
-    if t.__name__ in ("CUstream", "cudaStream_t"):
-        return handle_int(stream)        # a cuda.bindings handle
-    if isinstance(stream, int):          # numpy / IntEnum-like ints
-        return stream_handle(int(stream))
-    raise LaunchError(f"stream must be None, a pyptx Stream, a CUstream, an int handle or an "
-                      f"object with __cuda_stream__, got {t.__name__}")
+#: Public API: `pyptx.runtime.driver.Stream`, `.Event`, `.synchronize` and `.free_cached_memory`
+#: were documented here before streams.py and driver_memory.py were split off (and user code and
+#: benchmarks name them so); resolved on first use, since those modules import this one.
+_MOVED = {"Stream": "streams", "Event": "streams", "synchronize": "streams",
+          "free_cached_memory": "driver_memory"}
 
 
-def exchange_capture_mode(mode):
-    """cuThreadExchangeStreamCaptureMode: set the calling thread's capture interaction mode
-    (a CUstreamCaptureMode or its name) and return the previous one."""
-    drv = get_driver()
-    if isinstance(mode, str):
-        mode = getattr(drv.CUstreamCaptureMode, mode)
-    return check(drv.cuThreadExchangeStreamCaptureMode(mode), "cuThreadExchangeStreamCaptureMode",
-                 drv)
-
-
-def free_cached_memory() -> None:
-    """Give the staging buffers the pools keep (for numpy launch arguments) back to the driver,
-    on every device."""
-    run_all([lambda c=c: _free_cached(c) for c in contexts() if c.alive])
-
-
-def _free_cached(ctx: Context) -> None:
-    pushed = ctx.enter()
-    try:
-        ctx.reap(wait=True)
-        ctx.pool.free_cached()
-    finally:
-        ctx.leave(pushed)
+def __getattr__(name):
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    return getattr(importlib.import_module(f"{__package__}.{home}"), name)

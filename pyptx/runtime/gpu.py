@@ -15,6 +15,8 @@ import threading
 import numpy as np
 
 from . import devmem, driver, readonly
+from .param_packer import ParamPacker
+from .streams import stream_handle
 from ..errors import DeviceError, LaunchError
 from .dlpack import ImportedTensor
 from .gpu_faults import last_kernel
@@ -118,7 +120,7 @@ class GpuLauncher:
         self.pointers, halves = param_slots(ck)
         self.pointer_slots = [i for i, _w in self.pointers]
         self.cu_launch = ctx.drv.cuLaunchKernel
-        self.packer = driver.ParamPacker(ck.params, half_slots=halves)
+        self.packer = ParamPacker(ck.params, half_slots=halves)
         self.function = None
         self.tight = True
         self.shared_limit = None
@@ -360,4 +362,4 @@ def launch(compiled, grid, block, flat_args, shared_mem: int = 0, stream=None) -
     `bind_array` makes; it is not modified."""
     values = list(flat_args)
     launcher_for(compiled)(grid, block, values, int(shared_mem or 0),
-                           driver.stream_handle(stream))
+                           stream_handle(stream))

@@ -68,13 +68,13 @@ def outside_capture():
     prev = None
     try:
         if g._device == "gpu":
-            from . import driver
-            prev = driver.exchange_capture_mode("CU_STREAM_CAPTURE_MODE_RELAXED")
+            from . import streams
+            prev = streams.exchange_capture_mode("CU_STREAM_CAPTURE_MODE_RELAXED")
         yield
     finally:
         if prev is not None:
-            from . import driver
-            driver.exchange_capture_mode(prev)
+            from . import streams
+            streams.exchange_capture_mode(prev)
         _current.outside -= 1
 
 
@@ -101,7 +101,7 @@ class Graph:
         self._owned = []              # arrays allocated for stdlib results while capturing
         self._after_capture = []      # frees garbage collection asked for during the capture
         self._state = "new"           # new -> capturing -> ready | discarded; closed
-        self._stream = None           # GPU: the capture stream (a driver.Stream)
+        self._stream = None           # GPU: the capture stream (a streams.Stream)
         self._graph = None            # GPU: CUgraph
         self._exec = None             # GPU: CUgraphExec
         self._streams = {}            # GPU: streams g.launch() used -> True
@@ -118,9 +118,9 @@ class Graph:
         from .launch import device
         self._device = device()
         if self._device == "gpu":
-            from . import driver
+            from . import driver, streams
             ctx = self._ctx = driver.context()     # the device this thread launches on
-            self._stream = driver.Stream(non_blocking=True)
+            self._stream = streams.Stream(non_blocking=True)
             try:
                 ctx.call("cuStreamBeginCapture", ctx.drv.cuStreamBeginCapture,
                          self._stream.handle,
@@ -224,8 +224,8 @@ class Graph:
 
     def launch(self, stream=None) -> None:
         """Replay the recorded launches in order (GPU: one cuGraphLaunch on `stream`)."""
-        from . import driver
-        hstream = driver.stream_handle(stream)    # LaunchError for a malformed stream=
+        from .streams import stream_handle
+        hstream = stream_handle(stream)    # LaunchError for a malformed stream=
         if self._state != "ready":
             why = {"new": "nothing was recorded yet (use it as `with pyptx.graph() as g:`)",
                    "capturing": "it is still recording (launch it after the `with` block)",

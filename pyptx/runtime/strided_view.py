@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import devmem, driver
+from . import devmem, driver_memory
 from .graph import check as capture_check
 
 
@@ -117,7 +117,7 @@ class StridedView:
         lo, hi = self._span()
         buf = np.empty(hi - lo, np.uint8)
         if buf.size:
-            driver.memcpy_dtoh(buf.ctypes.data, self.base._ptr + lo, buf.size,
+            driver_memory.memcpy_dtoh(buf.ctypes.data, self.base._ptr + lo, buf.size,
                                ctx=self.base._ctx)
         return np.ascontiguousarray(self._on(buf, lo)) if buf.size else \
             np.empty(self.shape, self.dtype)
@@ -135,7 +135,7 @@ class StridedView:
         if hi <= lo:
             return
         buf = np.empty(hi - lo, np.uint8)
-        driver.memcpy_dtoh(buf.ctypes.data, self.base._ptr + lo, buf.size, ctx=self.base._ctx)
+        driver_memory.memcpy_dtoh(buf.ctypes.data, self.base._ptr + lo, buf.size, ctx=self.base._ctx)
         np.lib.stride_tricks.as_strided(buf[self.offset - lo:].view(self.dtype),
                                         shape=self.shape, strides=self.strides)[...] = arr
-        driver.memcpy_htod(self.base._ptr + lo, buf.ctypes.data, buf.size, ctx=self.base._ctx)
+        driver_memory.memcpy_htod(self.base._ptr + lo, buf.ctypes.data, buf.size, ctx=self.base._ctx)
