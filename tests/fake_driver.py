@@ -155,6 +155,12 @@ def _max_threads_for(registers: int) -> int:
     return min(1024, 65536 // per_warp * 32)
 
 
+#: compute capability -> the opt-in shared memory per block (bytes) of the real GPUs (CUDA
+#: programming guide, "Technical Specifications per Compute Capability")
+SHARED_OPTIN = {(7, 5): 65536, (8, 0): 166912, (8, 6): 101376, (8, 7): 166912, (8, 9): 101376,
+                (9, 0): 232448, (10, 0): 232448, (10, 3): 232448, (12, 0): 101376}
+
+
 class FakeDriver(StreamsAndEvents, TensorMapEncoder, ExecutorBridge):
     CUresult = _real.CUresult
     CUjit_option = _real.CUjit_option
@@ -166,9 +172,11 @@ class FakeDriver(StreamsAndEvents, TensorMapEncoder, ExecutorBridge):
     CONTEXT_BASE = 0xC7000
 
     def __init__(self, cc=(8, 0), version=12080, devices=1, name="Fake GPU",
-                 shared_optin=101376, library=True, bindings_version=None, record=True,
+                 shared_optin=None, library=True, bindings_version=None, record=True,
                  run_ptxas=True, total_memory=80 << 30):
-        """`cc` and `name` may be lists, one per device (`devices=2, cc=[(8, 0), (9, 0)]`)."""
+        """`cc` and `name` may be lists, one per device (`devices=2, cc=[(8, 0), (9, 0)]`).
+        `shared_optin`: the per-block opt-in shared memory limit; default: the real GPUs' value
+        for the (first) compute capability (SHARED_OPTIN)."""
         per_device = isinstance(cc, list)
         #: compute capability per device, or None when every device has `cc`
         self.ccs = [tuple(c) for c in cc] if per_device else None
@@ -178,6 +186,8 @@ class FakeDriver(StreamsAndEvents, TensorMapEncoder, ExecutorBridge):
         #: emulate cuda-bindings releases whose CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL says 0
         self.pointer_ordinal_always_zero = False
         cc = self._cc
+        if shared_optin is None:
+            shared_optin = SHARED_OPTIN.get(tuple(cc), 101376)
         self.library = library
         #: what cuda.bindings.__version__ would say (default: the driver's own major version)
         self.bindings_version = bindings_version or f"{version // 1000}.0.0"

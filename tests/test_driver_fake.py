@@ -233,8 +233,8 @@ def test_dynamic_shared_memory_opt_in(fake, monkeypatch):
     assert call[1][2] == 64 * 1024
     assert [ln.shared for ln in fake.launches] == [40 * 1024, 64 * 1024, 60 * 1024]
     n_launches = fake.count("cuLaunchKernel")
-    with pytest.raises(LaunchError, match="over the 101376-byte limit"):
-        scale[1, 4](np.empty_like(x), x, 1.0, 4, shared_mem=101376 - 8192 + 1)
+    with pytest.raises(LaunchError, match="over the 166912-byte limit"):   # sm_80: 163 KiB
+        scale[1, 4](np.empty_like(x), x, 1.0, 4, shared_mem=166912 - 8192 + 1)
     assert fake.count("cuLaunchKernel") == n_launches
 
 

@@ -334,7 +334,7 @@ def test_timings_run_end_to_end_on_the_fake_driver(monkeypatch):
         raise ImportError("no peer in this test")
     monkeypatch.setattr(bench_launch, "peer", no_peer)
     monkeypatch.setenv("PYPTX_DEVICE", "gpu")
-    prev = driver.set_driver(Fake(cc=(9, 0), shared_optin=232448, record=False, run_ptxas=False))
+    prev = driver.set_driver(Fake(cc=(9, 0), record=False, run_ptxas=False))
     try:
         peers = {"torch": None, "cupy": None, "why": {"torch": "torch not installed",
                                                       "cupy": "cupy not installed"}}

@@ -115,7 +115,7 @@ def test_ptx_isa_ceiling_from_driver_version(install, version, ptx):
 
 
 def test_profile_limits_come_from_the_driver(install):
-    install(FakeDriver(cc=(9, 0), shared_optin=232448), "auto")
+    install(FakeDriver(cc=(9, 0)), "auto")
     p = profile.gpu_profile()
     assert (p.sm_count, p.warp_size, p.max_shared_per_block) == (108, 32, 49152)
     assert p.max_shared_per_block_optin == 232448 and p.driver_version == 12080

@@ -139,7 +139,7 @@ def cpu(monkeypatch):
 
 
 def _fake(monkeypatch, cc):
-    return on_fake_gpu(monkeypatch, FakeDriver(cc=cc, shared_optin=232448))
+    return on_fake_gpu(monkeypatch, FakeDriver(cc=cc))
 
 
 @pytest.fixture

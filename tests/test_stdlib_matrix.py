@@ -90,7 +90,7 @@ def fake(request, monkeypatch):
     """The fake GPU with graphs (runs the PTX on the executor under CUDA's capture rules): a
     Hopper (9.0, 227 KiB of shared memory per block) for the HOPPER_ONLY cases, else 8.0."""
     hopper = request.node.callspec.params.get("name") in HOPPER_ONLY
-    yield from on_fake_gpu(monkeypatch, GraphFakeDriver(cc=(9, 0), shared_optin=232448)
+    yield from on_fake_gpu(monkeypatch, GraphFakeDriver(cc=(9, 0))
                            if hopper else GraphFakeDriver())
 NAMES = sorted(CASES)
 OUT_NAMES = [n for n in NAMES if CASES[n][3]]
