@@ -34,11 +34,10 @@ import numpy as np
 from ...bfloat16 import from_bf16
 from ...errors import LaunchError
 from .memops import locate
-from .opkinds import WARPSYNC, Op, builds
+from .opkinds import WGSYNC, Op, builds
 from .operands import reader, writer
 from .swizzle import swizzle
 
-_FULL = np.uint32(0xFFFFFFFF)
 _L128 = np.arange(128)
 _W, _G, _T = _L128 >> 5, (_L128 & 31) >> 2, _L128 & 3
 #: descriptor bits 62-63 -> swizzle size in bytes
@@ -153,18 +152,17 @@ def _class(parts) -> tuple:
     return "tensor", 2 * 64 * n * 16 // 128
 
 
-@builds("wgmma", kind=WARPSYNC, cls=_class)
+@builds("wgmma", kind=WGSYNC, cls=_class)
 def build_wgmma(ctx, ins, parts):
     if "fence" in parts:
-        return Op(_fence(ins.line), WARPSYNC, mask=lambda st, sel: _FULL)
+        return Op(_fence(ins.line), WGSYNC)
     if "commit_group" in parts:
-        return Op(_commit(ins.line), WARPSYNC, mask=lambda st, sel: _FULL)
+        return Op(_commit(ins.line), WGSYNC)
     if "wait_group" in parts:
         if not ins.operands or ins.operands[0][0] != "imm":
             ctx.error("wgmma.wait_group takes an immediate group count")
-        return Op(_wait(int(ins.operands[0][1][1]), ins.line), WARPSYNC,
-                  mask=lambda st, sel: _FULL)
-    return Op(_mma(ctx, ins, parts), WARPSYNC, mask=lambda st, sel: _FULL)
+        return Op(_wait(int(ins.operands[0][1][1]), ins.line), WGSYNC)
+    return Op(_mma(ctx, ins, parts), WGSYNC)
 
 
 def _fence(line):
