@@ -48,7 +48,9 @@ _MODES = {0: 0, 1: 128, 2: 64, 3: 32}
 
 def _warpgroups(st, sel, what: str, line: int) -> np.ndarray:
     """The executing threads as a (warpgroups, 128) array; LaunchError unless each warpgroup is
-    complete, converged and starts at a warp index (within its block) that is a multiple of 4."""
+    complete and starts at a warp index (within its block) that is a multiple of 4.  The
+    scheduler (wgsync.py) only runs these ops for whole warpgroups parked at one instruction,
+    so what is left to fail here is a block whose size is not a multiple of 128."""
     t = st.tidx if sel is None else np.asarray(sel)
     if t.size and t.size % 128 == 0:
         tw = t.reshape(-1, 128)
@@ -58,9 +60,8 @@ def _warpgroups(st, sel, what: str, line: int) -> np.ndarray:
             return tw
     raise LaunchError(f"CPU executor: {what} at PTX line {line} needs all 128 threads of a "
                       f"warpgroup (4 consecutive warps starting at a warp index that is a "
-                      f"multiple of 4), converged (it is a .sync.aligned warpgroup "
-                      f"instruction); the block size must be a multiple of 128 and no thread "
-                      f"may have exited or branched away")
+                      f"multiple of 4; it is a .sync.aligned warpgroup instruction): launch "
+                      f"blocks whose size is a multiple of 128 threads")
 
 
 class _Pending:
