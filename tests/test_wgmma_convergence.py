@@ -256,3 +256,21 @@ def wg_exit_half(out: f32[:], imga: u16[:]):
     pyptx.wgmma_commit()
     pyptx.wgmma_wait(0)
     out[t] = acc[0]
+
+
+def test_a_checked_launch_with_late_warps_is_clean_and_counts_each_wgmma_once():
+    """Under the sanitizer and the profiler (which wrap the ops the scheduler releases) the
+    parked-then-released instructions give the same D, no race, no uninitialised read, and
+    the profiler counts each warpgroup instruction once per warp and the m64n8k16 wgmma as
+    2*64*8*16 flops."""
+    with pyptx.sanitize():
+        _run(_late(128, "warp3"), FENCE | MMA | COMMIT | WAIT)
+    with pyptx.profile() as prof:
+        _run(np.zeros((128, 4)), FENCE | MMA | COMMIT | WAIT)
+        _run(_late(128, "warp0"), FENCE | MMA | COMMIT | WAIT)
+    even, late = prof.launches
+    # 4 warpgroup instructions x 4 warps, whether the warps arrived together or one by one
+    assert even.instructions["tensor"] == late.instructions["tensor"] == 16
+    assert even.flops == 2 * 64 * 8 * 16
+    # warp 0's late sides add one fma (2 flops) per lane per branch: 4 warp instructions
+    assert late.instructions["fp32"] == 4 and late.flops == 2 * 64 * 8 * 16 + 4 * 32 * 2
