@@ -117,4 +117,4 @@ def _stuck_message(st, ops, m, key, barpc, group, waiting, exited) -> str:
     return (f"warpgroup of block {blk} (warps {warp0}-{warp0 + 3}) in kernel '{st.code.name}' "
             f"can never converge at '{ins.opcode}' ({where}): " + "; ".join(parts)
             + ".  A wgmma instruction is .sync.aligned over the warpgroup: all 128 threads must "
-            f"reach the same one (they may arrive at different times), none may exit first")
+            "reach the same one (they may arrive at different times), none may exit first")
