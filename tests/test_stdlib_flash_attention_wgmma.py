@@ -359,7 +359,7 @@ def test_ptxas_sm90a_no_spills_hgmma_utmaldg_no_f64(d, gpu):
     assert not any(is_f64(i) for i in ins)
 
 
-# ---- a CPU-executor limitation this kernel works around ------------------------------------------
+# ---- a warp-dependent branch before a wgmma: legal, the warps meet at wgmma.fence ----------------
 
 @pyptx.kernel(arch="sm_90a")
 def _warp_dependent_branch_before_wgmma(out: pyptx.f32[:], x: pyptx.f32[:]):
@@ -382,11 +382,6 @@ def _warp_dependent_branch_before_wgmma(out: pyptx.f32[:], x: pyptx.f32[:]):
     out[t] = acc[0]
 
 
-@pytest.mark.xfail(strict=True, raises=pyptx.LaunchError,
-                   reason="the CPU executor releases warpgroup instructions per warp "
-                          "(runtime/cpu/wgmma.py builds them as WARPSYNC ops): warps that took "
-                          "different sides of a branch reach wgmma.fence one by one; legal on a "
-                          "GPU.  flash_attention_wgmma keeps its consumer code branch-free")
 def test_executor_runs_a_wgmma_after_a_warp_dependent_branch(cpu):
     x = np.ones(128, np.float32)
     x[:32] = -1.0                              # warp 0 takes the other side

@@ -8,18 +8,20 @@ exactly the lanes there, and the scheduler drops back to uniform as soon as they
 its barrier is a LaunchError.  `mbarrier.try_wait` (MBARWAIT) parks the lanes whose phase has
 not completed; they are polled again whenever no other lane can run (`_poll_mbarriers`), so a
 consumer spinning on an mbarrier lets the producer that completes it run, and a wait that no
-thread can ever complete is a LaunchError too.
+thread can ever complete is a LaunchError too.  The warpgroup instructions (wgmma.*, WGSYNC)
+run inline when every live warpgroup is there whole; in the divergent loop their lanes park
+like bar.sync lanes, per warpgroup instead of per block (wgsync.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...errors import LaunchError, MemoryFault
-from .opkinds import BARRIER, BRANCH, EXIT, MBARWAIT, NORMAL, WARPSYNC
+from .opkinds import BARRIER, BRANCH, EXIT, MBARWAIT, NORMAL, WARPSYNC, WGSYNC
 from .memory import Fault, RowSpace
 from .operands import DTYPES, storage_dtype
 from .progress import BEAT
-from . import printf
+from . import printf, wgsync
 
 EXITED = np.int64(1 << 62)
 WAITING = np.int64((1 << 62) - 1)
@@ -203,6 +205,12 @@ def run(st: State):
                     if op.run is not None:       # bar.red: the block's reduction
                         op.run(st, sel)
                     pc += 1
+                elif kind == WGSYNC:
+                    if partial and sel.size or live is not None and not wgsync.whole(st, live):
+                        break                      # a warpgroup is not all here
+                    if not partial:
+                        op.run(st, sel)
+                    pc += 1
             # ---- divergent mode ---------------------------------------------------------------
             st.retired += n * st.n_warps
             n = 0
@@ -276,6 +284,13 @@ def _divergent(st, ops, key):
                 key[sel] = m + 1
                 key[act] = EXITED
                 n_exited += act.size
+            elif kind == WGSYNC:
+                key[sel] = m + 1
+                if act.size:
+                    key[act] = WAITING
+                    barpc[act] = m
+                    n_wait += act.size - wgsync.release(st, ops, op, m, key, barpc, act,
+                                                        WAITING, EXITED)
             elif kind == MBARWAIT:
                 key[sel] = m + 1
                 if act.size:
@@ -374,6 +389,9 @@ def _check_uniform_barrier(st, live, op):
 
 
 def _deadlock(st, key, barpc, ops):
+    msg = wgsync.stuck(st, ops, key, barpc, WAITING, EXITED)
+    if msg is not None:
+        raise LaunchError(msg)
     waiting = key == WAITING
     lanes = np.flatnonzero(waiting)
     at_mbar = np.array([ops[int(p)].kind == MBARWAIT for p in barpc[lanes]], bool)

@@ -9,8 +9,8 @@ while its ops are built:
   any later memory instruction that asks it for bytes) wraps its per-space functions with it,
   so every access reaches `Monitor.access` with its lanes, byte indices, size and kind.
 * `instrument_op` — counts each executed op (profile) under the class its builder registered
-  with (opkinds.builds) and marks warp-synchronising ops (shfl/vote/match/bar.warp.sync) for
-  the sanitizer; ops the scheduler runs itself (branch, exit, barrier) get an `Op.probe` the
+  with (opkinds.builds) and marks warp-synchronising ops (shfl/vote/match/bar.warp.sync, and
+  the warpgroup ops wgmma.*) for the sanitizer; ops the scheduler runs itself (branch, exit, barrier) get an `Op.probe` the
   executor calls when they execute or release.
 
 `Monitor` is the per-launch object (`st.monitor`) that fans these events out to the sanitizer
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .opkinds import BARRIER, BRANCH, EXIT, WARPSYNC
+from .opkinds import BARRIER, BRANCH, EXIT, WARPSYNC, WGSYNC
 
 
 class Mode(NamedTuple):
@@ -49,7 +49,7 @@ def instrument_op(ctx, op, cls: str, flops: int) -> None:
     that run instead would hide the barrier from the sanitizer, which would then report
     correct code ordered by it as a race."""
     if op.kind not in (BRANCH, EXIT, BARRIER):
-        inner, sync = op.run, op.kind == WARPSYNC
+        inner, sync = op.run, op.kind in (WARPSYNC, WGSYNC)
 
         def run(st, sel):
             r = inner(st, sel)         # MBARWAIT: which lanes saw their phase complete

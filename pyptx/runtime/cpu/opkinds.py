@@ -22,9 +22,13 @@ from typing import Callable, NamedTuple
 # MBARWAIT (mbarrier.try_wait): `run(st, sel)` returns which lanes saw their phase complete;
 # the scheduler parks the others until nothing else can run, then polls them again
 # (mbarrier.py), so a thread spinning on an mbarrier lets the threads that complete it run.
-WARPSYNC, NORMAL, BRANCH, EXIT, BARRIER, MBARWAIT = -1, 0, 1, 2, 3, 4
+# WGSYNC (wgmma.fence/mma_async/commit_group/wait_group): a warpgroup-collective .sync.aligned
+# op.  Its warps may arrive at different times: each parks (like bar.sync, at warpgroup scope)
+# until all 128 threads of its warpgroup are at that same instruction, which then runs once
+# for the warpgroup; a partner at another warpgroup instruction, or exited, is a LaunchError.
+WARPSYNC, NORMAL, BRANCH, EXIT, BARRIER, MBARWAIT, WGSYNC = -1, 0, 1, 2, 3, 4, 5
 KIND_NAMES = {WARPSYNC: "WARPSYNC", NORMAL: "NORMAL", BRANCH: "BRANCH", EXIT: "EXIT",
-              BARRIER: "BARRIER", MBARWAIT: "MBARWAIT"}
+              BARRIER: "BARRIER", MBARWAIT: "MBARWAIT", WGSYNC: "WGSYNC"}
 
 
 class Op:

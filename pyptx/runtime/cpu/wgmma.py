@@ -34,11 +34,10 @@ import numpy as np
 from ...bfloat16 import from_bf16
 from ...errors import LaunchError
 from .memops import locate
-from .opkinds import WARPSYNC, Op, builds
+from .opkinds import WGSYNC, Op, builds
 from .operands import reader, writer
 from .swizzle import swizzle
 
-_FULL = np.uint32(0xFFFFFFFF)
 _L128 = np.arange(128)
 _W, _G, _T = _L128 >> 5, (_L128 & 31) >> 2, _L128 & 3
 #: descriptor bits 62-63 -> swizzle size in bytes
@@ -49,7 +48,9 @@ _MODES = {0: 0, 1: 128, 2: 64, 3: 32}
 
 def _warpgroups(st, sel, what: str, line: int) -> np.ndarray:
     """The executing threads as a (warpgroups, 128) array; LaunchError unless each warpgroup is
-    complete, converged and starts at a warp index (within its block) that is a multiple of 4."""
+    complete and starts at a warp index (within its block) that is a multiple of 4.  The
+    scheduler (wgsync.py) only runs these ops for whole warpgroups parked at one instruction,
+    so what is left to fail here is a block whose size is not a multiple of 128."""
     t = st.tidx if sel is None else np.asarray(sel)
     if t.size and t.size % 128 == 0:
         tw = t.reshape(-1, 128)
@@ -59,9 +60,8 @@ def _warpgroups(st, sel, what: str, line: int) -> np.ndarray:
             return tw
     raise LaunchError(f"CPU executor: {what} at PTX line {line} needs all 128 threads of a "
                       f"warpgroup (4 consecutive warps starting at a warp index that is a "
-                      f"multiple of 4), converged (it is a .sync.aligned warpgroup "
-                      f"instruction); the block size must be a multiple of 128 and no thread "
-                      f"may have exited or branched away")
+                      f"multiple of 4; it is a .sync.aligned warpgroup instruction): launch "
+                      f"blocks whose size is a multiple of 128 threads")
 
 
 class _Pending:
@@ -153,18 +153,17 @@ def _class(parts) -> tuple:
     return "tensor", 2 * 64 * n * 16 // 128
 
 
-@builds("wgmma", kind=WARPSYNC, cls=_class)
+@builds("wgmma", kind=WGSYNC, cls=_class)
 def build_wgmma(ctx, ins, parts):
     if "fence" in parts:
-        return Op(_fence(ins.line), WARPSYNC, mask=lambda st, sel: _FULL)
+        return Op(_fence(ins.line), WGSYNC)
     if "commit_group" in parts:
-        return Op(_commit(ins.line), WARPSYNC, mask=lambda st, sel: _FULL)
+        return Op(_commit(ins.line), WGSYNC)
     if "wait_group" in parts:
         if not ins.operands or ins.operands[0][0] != "imm":
             ctx.error("wgmma.wait_group takes an immediate group count")
-        return Op(_wait(int(ins.operands[0][1][1]), ins.line), WARPSYNC,
-                  mask=lambda st, sel: _FULL)
-    return Op(_mma(ctx, ins, parts), WARPSYNC, mask=lambda st, sel: _FULL)
+        return Op(_wait(int(ins.operands[0][1][1]), ins.line), WGSYNC)
+    return Op(_mma(ctx, ins, parts), WGSYNC)
 
 
 def _fence(line):
