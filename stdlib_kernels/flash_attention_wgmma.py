@@ -355,7 +355,7 @@ def flash_attention_wgmma_kernel(out: u16[:, :, :], qmap: pyptx.tensormap,
         pyptx.fence_mbarrier_init()
     pyptx.syncthreads()
     if warp == NWG * 4:
-        if tid == NWG * 128:
+        if pyptx.elect_one():            # one lane, which ptxas sees is one: no loop
             pyptx.mbarrier_arrive_expect_tx(bars, 2 * STAGES, QH * 2)
             for w in pyptx.static_range(NWG):
                 for cb in pyptx.static_range(D // SW):

@@ -99,7 +99,7 @@ def gemm_wgmma_kernel(c: f32[:, :], amap: pyptx.tensormap, bmap: pyptx.tensormap
         pyptx.fence_mbarrier_init()
     pyptx.syncthreads()
     if warp == 8:
-        if tid == CONSUMERS:
+        if pyptx.elect_one():             # one lane, which ptxas sees is one: no loop
             s = 0                             # stage of K step t, and the parity of its use
             ph = 0
             for t in range(ntiles):
