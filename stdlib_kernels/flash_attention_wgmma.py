@@ -1,9 +1,10 @@
 """Hopper FlashAttention (sm_90a): forward attention for float16 / bfloat16 q, k, v with head_dim
 64 or 128 on TMA, mbarriers and warpgroup MMA, in FlashAttention-3's structure.
 
-A block of NWG·128 + 32 threads owns NWG·64 query rows of one head:
+A block of NWG·128 + 32 threads (+ 128 with REGS: a producer warpgroup re-sized by setmaxnreg)
+owns NWG·64 query rows of one head:
 
-* the last warp is the producer: one of its threads loads the block's Q tile once (TMA, one
+* warp 4·NWG is the producer: one lane (`elect_one`) loads the block's Q tile once (TMA, one
   mbarrier), then streams the K and V tiles of BKV keys into a ring of STAGES shared-memory
   stages, each guarded by a "full" mbarrier (arrive.expect_tx of the stage's bytes, completed by
   the copies) and an "empty" one (an arrival of every consumer thread once its warpgroup's MMAs

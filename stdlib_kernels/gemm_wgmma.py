@@ -3,7 +3,7 @@ and warpgroup MMA (sm_90a).
 
 A block of 288 threads owns a 128 x 128 tile of C and walks K in steps of 64:
 
-* warp 8 is the producer: one of its threads issues the TMA loads of each K step's A [128 x 64]
+* warp 8 is the producer: one lane (`elect_one`) issues the TMA loads of each K step's A [128 x 64]
   tile (one box) and B [64 x 128] tile (two 64 x 64 boxes) into a ring of STAGES shared-memory
   stages, each guarded by a "full" mbarrier (the producer's arrive.expect_tx of the stage's bytes,
   completed by the copies' byte counts) and an "empty" one (an arrival of each of the 256
