@@ -84,6 +84,8 @@ _FUNCTIONS += ("reduce_add reduce_min reduce_max reduce_and reduce_or "
                "reduce_xor").split()      # warp reductions, redux.sync (frontend/parity.py)
 _FUNCTIONS += ("wgmma_desc wgmma wgmma_fence wgmma_commit wgmma_wait "
                "fence_proxy_async").split()   # Hopper warpgroup MMA (frontend/wgmma.py)
+_FUNCTIONS += ("elect_one setmaxnreg launch_bounds"
+               .split())                      # warp specialisation (frontend/specialize.py)
 _FUNCTIONS += ("mbarrier_init mbarrier_arrive mbarrier_arrive_expect_tx mbarrier_expect_tx "
                "mbarrier_try_wait mbarrier_wait fence_mbarrier_init "
                "tma_load tma_store tma_store_wait").split()   # mbarriers and TMA, sm_90

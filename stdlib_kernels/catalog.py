@@ -199,15 +199,17 @@ def _fa_wgmma() -> tuple[Specialisation, ...]:
         for bf, causal in ((False, False), (False, True), (True, True)):
             specs.append(Specialisation(
                 f"flash_attention_wgmma[d={d},{'bf16' if bf else 'f16'},"
-                f"{'causal' if causal else 'full'}]", fw.flash_attention_wgmma_kernel,
+                f"{'causal' if causal else 'full'}]",
+                kv_kernel(fw.flash_attention_wgmma_kernel, REGS=fw.regs(d, True)),
                 {"D": d, "NWG": nwg, "BKV": bkv, "STAGES": st, "causal": causal, "bf": bf},
-                fw.threads(nwg)))
+                fw.threads(nwg, fw.regs(d, True))))
     nwg, bkv, st = fw.config(128, True)
     specs.append(Specialisation(
         "flash_attention_wgmma[d=128,f16,window,softcap]",
-        kv_kernel(fw.flash_attention_wgmma_kernel, WINDOW=WINDOW, SOFTCAP=SOFTCAP),
+        kv_kernel(fw.flash_attention_wgmma_kernel, WINDOW=WINDOW, SOFTCAP=SOFTCAP,
+                  REGS=fw.regs(128, True)),
         {"D": 128, "NWG": nwg, "BKV": bkv, "STAGES": st, "causal": True, "bf": False},
-        fw.threads(nwg)))
+        fw.threads(nwg, fw.regs(128, True))))
     return tuple(specs)
 
 

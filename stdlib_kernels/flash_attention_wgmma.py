@@ -1,9 +1,10 @@
 """Hopper FlashAttention (sm_90a): forward attention for float16 / bfloat16 q, k, v with head_dim
 64 or 128 on TMA, mbarriers and warpgroup MMA, in FlashAttention-3's structure.
 
-A block of NWG·128 + 32 threads owns NWG·64 query rows of one head:
+A block of NWG·128 + 32 threads (+ 128 with REGS: a producer warpgroup re-sized by setmaxnreg)
+owns NWG·64 query rows of one head:
 
-* the last warp is the producer: one of its threads loads the block's Q tile once (TMA, one
+* warp 4·NWG is the producer: one lane (`elect_one`) loads the block's Q tile once (TMA, one
   mbarrier), then streams the K and V tiles of BKV keys into a ring of STAGES shared-memory
   stages, each guarded by a "full" mbarrier (arrive.expect_tx of the stage's bytes, completed by
   the copies) and an "empty" one (an arrival of every consumer thread once its warpgroup's MMAs
@@ -52,7 +53,7 @@ in `_flash_tile`.
 
 Shared memory (dynamic): Q (NWG·64·d halves), STAGES K tiles, STAGES V tiles (BKV·d halves
 each), then 2·STAGES + 1 mbarriers; every tile starts at a multiple of 1024 bytes.  A GPU
-launch uses two consumer warpgroups and 4 stages of 128 keys (d = 64) or 3 of 112 (d = 128);
+launch uses two consumer warpgroups and 128-key tiles in 4 stages (d = 64) or 3 (d = 128);
 the CPU executor grants 48 KiB a block, so its launches use a smaller configuration of the same
 kernel (`config`).
 """
@@ -71,20 +72,28 @@ INF = float("inf")
 WG_ROWS = 64                     # query rows of a consumer warpgroup
 SW = 64                          # halves per 128-byte swizzled row (one TMA box's width)
 HEAD_DIMS = (64, 128)
+PRODUCER_REGS = 24               # setmaxnreg.dec of a producer warpgroup (FA3's count)
 
 
 def config(d: int, gpu: bool) -> tuple[int, int, int]:
     """(NWG consumer warpgroups, BKV keys per tile, STAGES) for head_dim d.  A warpgroup holds
     two stages at once (the previous tile's V while its next S reads K), so a ring of STAGES
-    prefetches STAGES - 2 tiles ahead.  On a GPU: FA3's two warpgroups, 128-key tiles in 4
-    stages (d = 64: 144 KiB) or 112-key tiles in 3 (d = 128: 200 KiB; 128 keys need 224 KiB
-    for 3 stages and leave no register headroom under the 224 a thread of a 288-thread block
-    may have).  On the CPU executor (48 KiB a block): two warpgroups and 32-key tiles (d = 64)
-    or one warpgroup and 16-key tiles (d = 128), 2 stages (32 KiB), so that every stage and
-    both parities run in small tests."""
+    prefetches STAGES - 2 tiles ahead.  On a GPU: FA3's two warpgroups and 128-key tiles, in 4
+    stages (d = 64: 144 KiB) or 3 (d = 128: 224 KiB, the consumers given 240 registers by
+    setmaxnreg, `regs`).  On the CPU executor (48 KiB a block): two warpgroups and 32-key tiles
+    (d = 64) or one warpgroup and 16-key tiles (d = 128), 2 stages (32 KiB), so that every
+    stage and both parities run in small tests."""
     if gpu:
-        return (2, 128, 4) if d == 64 else (2, 112, 3)
+        return (2, 128, 4) if d == 64 else (2, 128, 3)
     return (2, 32, 2) if d == 64 else (1, 16, 2)
+
+
+def regs(d: int, gpu: bool) -> int:
+    """The consumers' setmaxnreg count (the kernel's REGS), 0 for none.  d = 128 on a GPU: the
+    128-key tile needs 216 registers a thread, 8 under the 224 a 288-thread block allows; with
+    a producer warpgroup at PRODUCER_REGS the consumers get 240 (128·24 + 256·240 <= 65536),
+    FA3's split, and ptxas keeps that headroom whatever it schedules."""
+    return 240 if gpu and d == 128 else 0
 
 
 def shared_bytes(d: int, nwg: int, bkv: int, stages: int) -> int:
@@ -92,8 +101,10 @@ def shared_bytes(d: int, nwg: int, bkv: int, stages: int) -> int:
     return 2 * (nwg * WG_ROWS * d + 2 * stages * bkv * d) + 8 * (2 * stages + 1)
 
 
-def threads(nwg: int) -> int:
-    return nwg * 128 + 32
+def threads(nwg: int, regs: int = 0) -> int:
+    """Block size: the consumer warpgroups and a producer warp, or (regs, setmaxnreg) a whole
+    producer warpgroup, since setmaxnreg is a warpgroup instruction."""
+    return nwg * 128 + (128 if regs else 32)
 
 
 @pyptx.func
@@ -321,11 +332,15 @@ def flash_attention_wgmma_kernel(out: u16[:, :, :], qmap: pyptx.tensormap,
                                  NWG: pyptx.constexpr, BKV: pyptx.constexpr,
                                  STAGES: pyptx.constexpr, causal: pyptx.constexpr,
                                  bf: pyptx.constexpr, WINDOW: pyptx.constexpr,
-                                 SOFTCAP: pyptx.constexpr):
+                                 SOFTCAP: pyptx.constexpr, REGS: pyptx.constexpr):
     """out[bh] = attention(q[bh], k[bh // group], v[bh // group]) for NWG·64 query rows, from
     the tensor maps of q [b·h, sq, D] (box 1 x 64 x 64) and k, v [b·hk, sk, D] (box 1 x BKV x
     64), all 128-byte swizzled; f16 (bf False) or bf16 bits; scale_log2 = scale·log2(e) > 0.
-    WINDOW / SOFTCAP: 0 is off (`flash_attention_wgmma_kernel` is this with both off)."""
+    WINDOW / SOFTCAP: 0 is off (`flash_attention_wgmma_kernel` is this with both off).
+    REGS: 0, or the consumers' register count: the producer is then a whole warpgroup that
+    gives registers back (setmaxnreg 24) and the consumers take REGS (`threads`)."""
+    if REGS:
+        pyptx.launch_bounds(NWG * 128 + 128, 1)
     ring = pyptx.shared.dynamic(u16)
     QH = NWG * WG_ROWS * D                   # halves of the Q tile
     KV = BKV * D                             # halves of one K (or V) stage
@@ -354,8 +369,11 @@ def flash_attention_wgmma_kernel(out: u16[:, :, :], qmap: pyptx.tensormap,
         pyptx.mbarrier_init(bars, 2 * STAGES, 1)
         pyptx.fence_mbarrier_init()
     pyptx.syncthreads()
+    if warp >= NWG * 4:
+        if REGS:
+            pyptx.setmaxnreg(PRODUCER_REGS, inc=False)
     if warp == NWG * 4:
-        if tid == NWG * 128:
+        if pyptx.elect_one():            # one lane, which ptxas sees is one: no loop
             pyptx.mbarrier_arrive_expect_tx(bars, 2 * STAGES, QH * 2)
             for w in pyptx.static_range(NWG):
                 for cb in pyptx.static_range(D // SW):
@@ -376,7 +394,9 @@ def flash_attention_wgmma_kernel(out: u16[:, :, :], qmap: pyptx.tensormap,
                 if s == STAGES:
                     s = 0
                     ph ^= 1
-    else:
+    elif warp < NWG * 4:
+        if REGS:
+            pyptx.setmaxnreg(REGS, inc=True)
         wg = pyptx.shfl_idx(warp >> 2, 0)    # warp-uniform: descriptors stay in uniform regs
         lane = tid & 31
         t2 = (lane & 3) * 2
@@ -436,7 +456,7 @@ def flash_attention_wgmma_kernel(out: u16[:, :, :], qmap: pyptx.tensormap,
 
 #: both options off: the kernel's launch signature and code before they existed
 flash_attention_wgmma_kernel = pyptx.kernel(flash_attention_wgmma_kernel, arch="sm_90a"
-                                            ).specialize(WINDOW=0, SOFTCAP=0.0)
+                                            ).specialize(WINDOW=0, SOFTCAP=0.0, REGS=0)
 
 
 def tma_ok(x) -> bool:
@@ -468,6 +488,7 @@ def flash_attention_wgmma_arrays(kind: str, q3, k3, v3, group: int, causal: bool
     sk = k3.shape[1]
     gpu = launch_arch() is not None
     nwg, bkv, stages = config(d, gpu) if cfg is None else cfg
+    nregs = regs(d, gpu) if cfg is None else 0
     if gpu:       # a tensor map for a GPU launch describes device memory: host inputs go there
         q3, k3, v3 = (x if V.is_device(x) else pyptx.to_device(x) for x in (q3, k3, v3))
     qmap = pyptx.TensorMap(q3, (1, WG_ROWS, SW), swizzle=128)
@@ -476,7 +497,9 @@ def flash_attention_wgmma_arrays(kind: str, q3, k3, v3, group: int, causal: bool
     kern = flash_attention_wgmma_kernel
     if window or softcap:
         kern = kv_kernel(kern, WINDOW=window, SOFTCAP=softcap)
-    kern[(V.ceil_div(sq, nwg * WG_ROWS), bh), threads(nwg)](
+    if nregs:
+        kern = kv_kernel(kern, REGS=nregs)
+    kern[(V.ceil_div(sq, nwg * WG_ROWS), bh), threads(nwg, nregs)](
         out, qmap, kmap, vmap, sq, sk, group, scale_log2, d, nwg, bkv, stages, bool(causal),
         kind == "bf16", shared_mem=shared_bytes(d, nwg, bkv, stages))
     return out

@@ -3,7 +3,7 @@ and warpgroup MMA (sm_90a).
 
 A block of 288 threads owns a 128 x 128 tile of C and walks K in steps of 64:
 
-* warp 8 is the producer: one of its threads issues the TMA loads of each K step's A [128 x 64]
+* warp 8 is the producer: one lane (`elect_one`) issues the TMA loads of each K step's A [128 x 64]
   tile (one box) and B [64 x 128] tile (two 64 x 64 boxes) into a ring of STAGES shared-memory
   stages, each guarded by a "full" mbarrier (the producer's arrive.expect_tx of the stage's bytes,
   completed by the copies' byte counts) and an "empty" one (an arrival of each of the 256
@@ -99,7 +99,7 @@ def gemm_wgmma_kernel(c: f32[:, :], amap: pyptx.tensormap, bmap: pyptx.tensormap
         pyptx.fence_mbarrier_init()
     pyptx.syncthreads()
     if warp == 8:
-        if tid == CONSUMERS:
+        if pyptx.elect_one():             # one lane, which ptxas sees is one: no loop
             s = 0                             # stage of K step t, and the parity of its use
             ph = 0
             for t in range(ntiles):

@@ -64,15 +64,15 @@ def test_our_attention_kernels_are_counted():
 
 def test_the_hopper_kernel_is_counted_by_hmma_equivalents():
     """flash_attention_wgmma (sm_90a): its main loop is the HGMMA loop without the try-wait
-    retries; D = 128 with 112-key tiles: S is 8 HGMMA.64x112x16 (14 HMMA-eq each), PV 7
-    HGMMA.64x128x16 (16 each): 224 HMMA-eq = 112 keys x 16 rows per warp."""
+    retries; D = 128 with 128-key tiles: S is 8 HGMMA.64x128x16 (16 HMMA-eq each), PV 8
+    HGMMA.64x128x16 (16 each): 256 HMMA-eq = 128 keys x 16 rows per warp."""
     from benchmarks.sass_report import find_cuobjdump
     from pyptx import toolchain
     if find_cuobjdump() is None or toolchain.find_ptxas() is None:
         pytest.skip("SKIPPED LOUDLY: cuobjdump or ptxas is not installed (test extra)")
     rows = {r.label: r for r in bas.ours_rows("sm_90")}
     fa = rows["pyptx flash_attention_wgmma[d=128,f16,causal]"]
-    assert not fa.error and fa.long["HGMMA"] == 15 and fa.long["HMMA_EQ"] == 224
-    assert fa.long["EX2"] == 58 and fa.long["local"] == 0       # 56 probabilities + 2 factors
-    assert bas.work(fa).startswith("1792 key·rows (= 112 keys x 16 rows)")
+    assert not fa.error and fa.long["HGMMA"] == 16 and fa.long["HMMA_EQ"] == 256
+    assert fa.long["EX2"] == 66 and fa.long["local"] == 0       # 64 probabilities + 2 factors
+    assert bas.work(fa).startswith("2048 key·rows (= 128 keys x 16 rows)")
     assert "flash_attention_wgmma" not in " ".join(r.label for r in bas.ours_rows("sm_80"))

@@ -118,9 +118,13 @@ class Launches:
 
     def _wrap(self, k):
         names = self.names
+        wrap = self._wrap
 
         class Spy:
             arch = k.arch
+
+            def specialize(self, **constexprs):      # kv_kernel(kernel, REGS=...) and such
+                return wrap(k.specialize(**constexprs))
 
             def __getitem__(self, cfg):
                 launch = k[cfg]
@@ -273,8 +277,9 @@ def test_hopper_auto_choice_every_stage_both_parities(hopper, monkeypatch):
 
 
 def test_hopper_head_dim_128_bf16(hopper, monkeypatch):
-    """GQA, seq_k = 700: 7 tiles of 112 through 3 stages (each with both parities)."""
-    assert fw.config(128, True) == (2, 112, 3)
+    """GQA, seq_k = 700: 6 tiles of 128 (the last 60 keys) through 3 stages (each with both
+    parities), the producer warpgroup and the consumers re-sized by setmaxnreg (24 / 240)."""
+    assert fw.config(128, True) == (2, 128, 3) and fw.regs(128, True) == 240
     spy = Launches(monkeypatch)
     q, k, v = _inputs((2, 20, 128), (1, 700, 128), BF16)
     out = sk.flash_attention(q, k, v)                   # numpy inputs: to the device and back
@@ -341,13 +346,18 @@ def test_variant_errors(cpu):
 @pytest.mark.parametrize("gpu", [False, True], ids=["cpu_config", "gpu_config"])
 def test_ptxas_sm90a_no_spills_hgmma_utmaldg_no_f64(d, gpu):
     nwg, bkv, st = fw.config(d, gpu)
-    ck = pyptx.compile(fw.flash_attention_wgmma_kernel,
+    nregs = fw.regs(d, gpu)
+    ck = pyptx.compile(fw.flash_attention_wgmma_kernel.specialize(REGS=nregs),
                        constexprs={"D": d, "NWG": nwg, "BKV": bkv, "STAGES": st,
                                    "causal": True, "bf": d == 128})
     assert ck.arch == "sm_90a" and ".target sm_90a" in ck.ptx
     res = ck.resources()
     assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
-    assert res["registers"] * fw.threads(nwg) <= 65536, res
+    # the registers at entry; with setmaxnreg, the producer warpgroup's and the consumers'
+    assert res["registers"] * fw.threads(nwg, nregs) <= 65536, res
+    if nregs:
+        assert 128 * fw.PRODUCER_REGS + nwg * 128 * nregs <= 65536
+        assert f"setmaxnreg.inc.sync.aligned.u32 {nregs};" in ck.ptx
     from benchmarks.sass_report import disassemble, find_cuobjdump
     if find_cuobjdump() is None:
         pytest.skip("no cuobjdump")

@@ -11,7 +11,7 @@ from .. import types as T
 from ..errors import CompileError, PyptxError
 from ..ir.core import Function, Param
 from . import (constmem, intrinsics, mathfns, mathfns_numba, parity,  # noqa: F401 - fill the
-               power, tensorcore, vector, wgmma)                         # intrinsic registry
+               power, specialize, tensorcore, vector, wgmma)             # intrinsic registry
 from .calls import ReturnSite  # noqa: F401
 from .lowering import Lowerer, Scope
 from .memory import array_param

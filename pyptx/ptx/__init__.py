@@ -15,6 +15,7 @@ from . import lower_compute, lower_memory, lower_sync  # noqa: F401  (register t
 from . import lower_vector  # noqa: F401
 from . import lower_tensorcore  # noqa: F401
 from . import lower_tma, lower_wgmma  # noqa: F401
+from . import lower_specialize  # noqa: F401
 from .emitter import EMITTER_MNEMONICS, LOWERINGS, FunctionEmitter, param_ptx_type
 from .tables import format_version, suffixes
 

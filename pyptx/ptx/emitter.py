@@ -310,6 +310,7 @@ class FunctionEmitter:
         head.append(f".visible .entry {self.entry_name}(")
         head.append(",\n".join(params))
         head.append(")")
+        head.extend(_entry_directives(fn))
         head.append("{")
         for prefix, (decl, _) in tb.REG_CLASSES.items():
             n = self.counts[prefix]
@@ -327,3 +328,17 @@ class FunctionEmitter:
         head.append("}")
         head.append("")
         return "\n".join(head)
+
+
+def _entry_directives(fn) -> list[str]:
+    """`.maxntid` / `.minnctapersm` from `pyptx.launch_bounds` (fn.attrs['launch_bounds']):
+    with them ptxas knows the register count a thread has at entry, which `setmaxnreg` needs
+    (without it ptxas ignores every setmaxnreg, warning C7508)."""
+    bounds = fn.attrs.get("launch_bounds")
+    if not bounds:
+        return []
+    threads, blocks = bounds
+    out = [f".maxntid {threads}, 1, 1"]
+    if blocks:
+        out.append(f".minnctapersm {blocks}")
+    return out

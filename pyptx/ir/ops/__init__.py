@@ -17,13 +17,15 @@ covers signed and unsigned, bool is the 1-bit predicate type `bool_`.  Attribute
 from __future__ import annotations
 
 from . import arith, bits, control, hopper_async, memory, sync, tensorcore, warp, wgmma
+from . import warp_specialize
 from .arith import APPROX_FNS, CMP_PREDICATES
 from .control import SREGS
 from .memory import ATOMIC_KINDS, VECTOR_LANES
 from .record import OpDef
 from .warp import SHFL_MODES
 
-FAMILIES = (arith, bits, memory, warp, sync, tensorcore, wgmma, control, hopper_async)
+FAMILIES = (arith, bits, memory, warp, sync, tensorcore, wgmma, control, hopper_async,
+            warp_specialize)
 
 OPS: dict[str, OpDef] = {}
 for _family in FAMILIES:

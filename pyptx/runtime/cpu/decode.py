@@ -12,6 +12,7 @@ import numpy as np
 
 # the builder modules register themselves on import (opkinds.builds)
 from . import control, mbarrier, memops, printf, scalar, tensorcore, warp, wgmma  # noqa: F401
+from . import specialize  # noqa: F401
 from .instrument import instrument_op
 from .opkinds import BUILDERS, KIND_NAMES, Op
 from .operands import Ctx
