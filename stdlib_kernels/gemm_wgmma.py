@@ -48,6 +48,7 @@ from pyptx import block_idx, f32, i32, thread_idx, u16
 
 from . import _validate as V
 from ._args import result
+from .gemm_tc import _store2      # the epilogue's bounds-checked pair store, as gemm_tc's
 
 BM, BN, BK = 128, 128, 64
 THREADS = 288                        # two consumer warpgroups and the producer warp
@@ -66,17 +67,6 @@ B_BOX_BYTES = 2 * B_BOX
 def shared_bytes(stages: int) -> int:
     """Dynamic shared memory of a launch: the tile ring, then 2·stages mbarriers."""
     return stages * STAGE_BYTES + 16 * stages
-
-
-@pyptx.func
-def _store2(c: f32[:, :], row: i32, col: i32, v0: f32, v1: f32):
-    m = c.shape[0]
-    n = c.shape[1]
-    if row < m:
-        if col < n:
-            c[row, col] = v0
-        if col + 1 < n:
-            c[row, col + 1] = v1
 
 
 @pyptx.kernel(arch="sm_90a")

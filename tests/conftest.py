@@ -153,3 +153,26 @@ def pytest_collection_finish(session):
     import gc
     gc.collect()
     gc.freeze()
+
+
+# ---- where a launch runs (fixtures shared by the test modules) ------------------------------------
+
+@pytest.fixture
+def cpu(monkeypatch):
+    """Launches run on the CPU executor."""
+    monkeypatch.setenv("PYPTX_DEVICE", "cpu")
+
+
+@pytest.fixture
+def hopper(monkeypatch):
+    """The GPU path on a fake compute capability 9.0 driver (kernels run on the executor behind
+    it, with an H100's limits): the automatic choice of the Hopper (wgmma) kernels."""
+    from fake_driver import FakeDriver, on_fake_gpu
+    yield from on_fake_gpu(monkeypatch, FakeDriver(cc=(9, 0)))
+
+
+@pytest.fixture
+def ampere(monkeypatch):
+    """As `hopper`, compute capability 8.0 (the mma.sync kernels)."""
+    from fake_driver import FakeDriver, on_fake_gpu
+    yield from on_fake_gpu(monkeypatch, FakeDriver(cc=(8, 0)))

@@ -31,11 +31,6 @@ def disk_cache(tmp_path, monkeypatch):
     return cdir
 
 
-@pytest.fixture
-def cpu(monkeypatch):
-    monkeypatch.setenv("PYPTX_DEVICE", "cpu")
-
-
 def write_module(directory, src: str, name: str | None = None) -> str:
     """Write `src` as a module file in `directory`; returns the module name."""
     name = name or f"pyptx_cachekey_mod_{os.getpid()}_{next(_names)}"

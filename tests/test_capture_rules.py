@@ -30,12 +30,6 @@ MODE = GraphFakeDriver.CUstreamCaptureMode
 
 
 @pytest.fixture
-def cpu(monkeypatch):
-    monkeypatch.setenv("PYPTX_DEVICE", "cpu")
-    yield
-
-
-@pytest.fixture
 def fake(monkeypatch):
     yield from on_fake_gpu(monkeypatch, GraphFakeDriver())
 

@@ -48,11 +48,6 @@ class LegacyDLPackOnly(DLPackOnly):
 
 
 @pytest.fixture
-def cpu(monkeypatch):
-    monkeypatch.setenv("PYPTX_DEVICE", "cpu")
-
-
-@pytest.fixture
 def fake(monkeypatch):
     fd = FakeDriver()
     monkeypatch.setenv("PYPTX_DEVICE", "gpu")

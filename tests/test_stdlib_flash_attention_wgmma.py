@@ -37,7 +37,6 @@ import pyptx
 import stdlib_kernels as sk
 from stdlib_kernels import flash_attention_wgmma as fw
 
-from fake_driver import FakeDriver, on_fake_gpu
 from test_stdlib_flash_attention import UNIT, _gamma
 
 fa = importlib.import_module("stdlib_kernels.flash_attention")   # the package exports the function
@@ -134,26 +133,6 @@ class Launches:
                     return launch(*args, **kw)
                 return call
         return Spy()
-
-
-@pytest.fixture
-def cpu(monkeypatch):
-    monkeypatch.setenv("PYPTX_DEVICE", "cpu")
-    yield
-
-
-def _fake(monkeypatch, cc):
-    return on_fake_gpu(monkeypatch, FakeDriver(cc=cc))
-
-
-@pytest.fixture
-def hopper(monkeypatch):
-    yield from _fake(monkeypatch, (9, 0))
-
-
-@pytest.fixture
-def ampere(monkeypatch):
-    yield from _fake(monkeypatch, (8, 0))
 
 
 WG = "flash_attention_wgmma_kernel"

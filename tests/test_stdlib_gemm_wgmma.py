@@ -24,7 +24,6 @@ import pyptx
 import stdlib_kernels as sk
 from stdlib_kernels import gemm_tc, gemm_wgmma as gw
 
-from fake_driver import FakeDriver, on_fake_gpu
 
 U = 2.0 ** -24
 rng = np.random.default_rng(90)
@@ -67,26 +66,6 @@ class _Launches:
                     return launch(*args, **kw)
                 return call
         return Spy()
-
-
-@pytest.fixture
-def cpu(monkeypatch):
-    monkeypatch.setenv("PYPTX_DEVICE", "cpu")
-    yield
-
-
-def _fake(monkeypatch, cc):
-    return on_fake_gpu(monkeypatch, FakeDriver(cc=cc))
-
-
-@pytest.fixture
-def hopper(monkeypatch):
-    yield from _fake(monkeypatch, (9, 0))
-
-
-@pytest.fixture
-def ampere(monkeypatch):
-    yield from _fake(monkeypatch, (8, 0))
 
 
 # ---- the CPU executor (1 stage) ------------------------------------------------------------------

@@ -25,11 +25,6 @@ POISON16 = 0xFFFF
 
 
 @pytest.fixture
-def cpu(monkeypatch):
-    monkeypatch.setenv("PYPTX_DEVICE", "cpu")
-
-
-@pytest.fixture
 def fake(monkeypatch):
     yield from on_fake_gpu(monkeypatch, FakeDriver())
 
