@@ -14,7 +14,7 @@ import pyptx
 import stdlib_kernels as sk
 from pyptx.runtime.launch import launch_scope
 
-from test_capture_rules import cpu, fake  # noqa: F401  (fixtures: the CPU executor, the fake GPU)
+from test_capture_rules import fake  # noqa: F401  (fixture: the fake GPU; `cpu` is conftest's)
 
 torch = pytest.importorskip("torch", reason="torch is a test extra (pip install torch==2.13.0)")
 

@@ -9,7 +9,7 @@ import pytest
 import pyptx
 from pyptx.runtime.strided_view import StridedView
 
-from test_capture_rules import cpu, fake  # noqa: F401  (fixtures: the CPU executor, the fake GPU)
+from test_capture_rules import fake  # noqa: F401  (fixture: the fake GPU; `cpu` is conftest's)
 
 
 @pyptx.kernel

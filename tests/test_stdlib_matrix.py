@@ -19,7 +19,6 @@ from stdlib_kernels import quant
 
 from fake_driver import on_fake_gpu
 from fake_graph import GraphFakeDriver
-from test_capture_rules import cpu  # noqa: F401  (fixture: the CPU executor)
 
 torch = pytest.importorskip("torch", reason="torch is a test extra (pip install torch==2.13.0)")
 

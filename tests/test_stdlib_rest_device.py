@@ -19,7 +19,7 @@ import qmatmul_reference as R
 import stdlib_kernels as sk
 from stdlib_kernels import gguf as sg
 from stdlib_kernels import quant as Q
-from test_capture_rules import _host, cpu, fake  # noqa: F401  (fixtures)
+from test_capture_rules import _host, fake  # noqa: F401  (fixtures)
 
 U = 2.0 ** -24
 F = torch.nn.functional

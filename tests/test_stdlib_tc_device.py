@@ -15,8 +15,7 @@ import pyptx
 import stdlib_kernels as sk
 from pyptx.runtime.device_array import DeviceArray
 
-from test_capture_rules import _host, cpu, fake  # noqa: F401  (fixtures: the CPU executor; the
-#                                                     fake GPU with graph capture)
+from test_capture_rules import _host, fake  # noqa: F401  (fixture: the fake GPU with graph capture)
 from test_stdlib_flash_attention import assert_within_bound, error_bound
 from test_stdlib_gemm_tc import assert_gemm_close, gemm_bound
 from test_tensorcore import assert_mma_close
