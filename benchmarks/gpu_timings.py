@@ -198,6 +198,23 @@ def _attention_ref(q, k, v, causal: bool) -> np.ndarray:
     return (p / p.sum(-1, keepdims=True)) @ v
 
 
+def attention_err(out, q, k, v, causal: bool) -> float:
+    """rel_err of the first and last heads of `out` against numpy."""
+    return max(rel_err(out[h], _attention_ref(q[h], k[h], v[h], causal))
+               for h in sorted({0, q.shape[0] - 1}))
+
+
+def sdpa_peer(peers: dict, q, k, v, causal: bool, repeat: int):
+    """(label, ms) of torch's scaled_dot_product_attention on the same [heads, seq, d] inputs."""
+    if peers["torch"] is None:
+        return _absent(peers, "torch"), None
+    torch = peers["torch"]
+    tq, tk, tv = (torch.from_numpy(x).cuda()[None] for x in (q, k, v))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    return _peer_ms(f"torch {torch.__version__} scaled_dot_product_attention",
+                    lambda: sdpa(tq, tk, tv, is_causal=causal), repeat, torch_events(torch))
+
+
 def flash_attention(heads: int, seq: int, d: int, causal: bool, repeat: int,
                     peers: dict) -> dict:
     import pyptx
@@ -211,17 +228,8 @@ def flash_attention(heads: int, seq: int, d: int, causal: bool, repeat: int,
     grid = (V.ceil_div(seq, F.BQ), heads)
     ms = event_ms(lambda: F.flash_attention_tc_kernel[grid, F.TC_THREADS](
         od, qd, kd, vd, 1, scale_log2, d, causal, False), repeat)
-    out = od.copy_to_host().view(np.float16)
-    err = max(rel_err(out[h], _attention_ref(q[h], k[h], v[h], causal))
-              for h in sorted({0, heads - 1}))
-    peer, peer_ms = _absent(peers, "torch"), None
-    if peers["torch"] is not None:
-        torch = peers["torch"]
-        tq, tk, tv = (torch.from_numpy(x).cuda()[None] for x in (q, k, v))
-        sdpa = torch.nn.functional.scaled_dot_product_attention
-        peer, peer_ms = _peer_ms(f"torch {torch.__version__} scaled_dot_product_attention",
-                                 lambda: sdpa(tq, tk, tv, is_causal=causal), repeat,
-                                 torch_events(torch))
+    err = attention_err(od.copy_to_host().view(np.float16), q, k, v, causal)
+    peer, peer_ms = sdpa_peer(peers, q, k, v, causal, repeat)
     flops = 4.0 * heads * seq * seq * d / (2 if causal else 1)
     return make_row(f"flash_attention f16 {heads} heads x {seq} x {d}"
                     f"{' causal' if causal else ''}", "TFLOP/s", flops, ms, peer=peer,

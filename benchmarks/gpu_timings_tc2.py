@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.gpu_timings import (_absent, _peer_ms, event_ms, make_row, random_q4k, rel_err,
-                                    torch_events)
+from benchmarks.gpu_timings import (_absent, _peer_ms, attention_err, event_ms, make_row,
+                                    random_q4k, rel_err, sdpa_peer, torch_events)
 
 
 def _sm90() -> bool:
@@ -70,24 +70,14 @@ def flash_attention_wgmma(heads: int, seq: int, d: int, causal: bool, repeat: in
         return _skipped(name, "needs an sm_90 GPU (wgmma is sm_90a)")
     import pyptx
     from pyptx.runtime.device_array import device_empty
-    from benchmarks.gpu_timings import _attention_ref
     from stdlib_kernels import flash_attention
     rng = np.random.default_rng(6)
     q, k, v = (rng.standard_normal((heads, seq, d)).astype(np.float16) for _ in range(3))
     qd, kd, vd = (pyptx.to_device(x) for x in (q, k, v))
     od = device_empty((heads, seq, d), np.float16)
     ms = event_ms(lambda: flash_attention(qd, kd, vd, causal, variant="wgmma", out=od), repeat)
-    out = od.copy_to_host()
-    err = max(rel_err(out[h], _attention_ref(q[h], k[h], v[h], causal))
-              for h in sorted({0, heads - 1}))
-    peer, peer_ms = _absent(peers, "torch"), None
-    if peers["torch"] is not None:
-        torch = peers["torch"]
-        tq, tk, tv = (torch.from_numpy(x).cuda()[None] for x in (q, k, v))
-        sdpa = torch.nn.functional.scaled_dot_product_attention
-        peer, peer_ms = _peer_ms(f"torch {torch.__version__} scaled_dot_product_attention",
-                                 lambda: sdpa(tq, tk, tv, is_causal=causal), repeat,
-                                 torch_events(torch))
+    err = attention_err(od.copy_to_host(), q, k, v, causal)
+    peer, peer_ms = sdpa_peer(peers, q, k, v, causal, repeat)
     flops = 4.0 * heads * seq * seq * d / (2 if causal else 1)
     # f16 output rounding (2^-11 relative) dominates; 1e-2 as the mma.sync row
     return make_row(name, "TFLOP/s", flops, ms, peer=peer, peer_ms=peer_ms, err=err, tol=1e-2,

@@ -176,3 +176,14 @@ def ampere(monkeypatch):
     """As `hopper`, compute capability 8.0 (the mma.sync kernels)."""
     from fake_driver import FakeDriver, on_fake_gpu
     yield from on_fake_gpu(monkeypatch, FakeDriver(cc=(8, 0)))
+
+
+def hopper_sass(ptx: str):
+    """The SASS instructions of a one-entry sm_90a module (benchmarks.sass_count.Sass records);
+    skips the test where cuobjdump is missing.  Used by the Hopper kernels' static checks."""
+    from benchmarks.sass_count import parse_sass
+    from benchmarks.sass_report import disassemble, find_cuobjdump
+    if find_cuobjdump() is None:
+        pytest.skip("no cuobjdump")
+    _, text = disassemble(ptx, "sm_90a")
+    return next(iter(parse_sass(text).values()))

@@ -337,12 +337,9 @@ def test_ptxas_sm90a_no_spills_hgmma_utmaldg_no_f64(d, gpu):
     if nregs:
         assert 128 * fw.PRODUCER_REGS + nwg * 128 * nregs <= 65536
         assert f"setmaxnreg.inc.sync.aligned.u32 {nregs};" in ck.ptx
-    from benchmarks.sass_report import disassemble, find_cuobjdump
-    if find_cuobjdump() is None:
-        pytest.skip("no cuobjdump")
-    from benchmarks.sass_count import is_f64, parse_sass
-    _, text = disassemble(ck.ptx, "sm_90a")
-    ins = next(iter(parse_sass(text).values()))
+    from benchmarks.sass_count import is_f64
+    from conftest import hopper_sass
+    ins = hopper_sass(ck.ptx)
     ops = {i.base for i in ins}
     assert {"HGMMA", "UTMALDG", "SYNCS"} <= ops
     assert not any(is_f64(i) for i in ins)

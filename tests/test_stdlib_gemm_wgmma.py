@@ -176,12 +176,9 @@ def test_ptxas_sm90a_no_spills_hgmma_and_utmaldg(bf, stages):
     # ptxas kept the wgmma pipeline asynchronous: no serialisation (C7510) and no wait it had
     # to inject (C7517) — it would for an accumulator read before its group's wait
     assert "serialized" not in log and "C75" not in log, log
-    from benchmarks.sass_report import disassemble, find_cuobjdump
-    if find_cuobjdump() is None:
-        pytest.skip("no cuobjdump")
-    from benchmarks.sass_count import is_f64, parse_sass
-    _, text = disassemble(ck.ptx, "sm_90a")
-    ins = next(iter(parse_sass(text).values()))
+    from benchmarks.sass_count import is_f64
+    from conftest import hopper_sass
+    ins = hopper_sass(ck.ptx)
     ops = {i.base for i in ins}
     assert {"HGMMA", "UTMALDG", "SYNCS"} <= ops
     assert not any(is_f64(i) for i in ins)

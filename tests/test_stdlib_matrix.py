@@ -75,13 +75,18 @@ def _cases():
         "paged_kv_scatter": (sk.paged_kv_scatter, (f(1, 2, 16), f(1, 2, 16), f(3, 2, 4, 16),
                                                    f(3, 2, 4, 16), np.array([5], np.int32)),
                              (2, 3), False),
+        "flash_attention_wgmma": (lambda q, k, v, **kw: sk.flash_attention(
+                                      q, k, v, causal=True, variant="wgmma", **kw),
+                                  (h(1, 16, 64), h(1, 16, 64), h(1, 16, 64)), (), True),
+        "q4k_matmul_mma": (lambda x, w, **kw: sk.q4k_matmul(x, w, 32, path="mma", **kw),
+                           (f(9, 256), w4), (), True),
     }
 
 
 CASES = _cases()
 #: cases whose kernel runs only on the CPU executor and compute capability 9.0 GPUs (sm_90a):
 #: their GPU cells run on a fake Hopper
-HOPPER_ONLY = {"gemm_wgmma"}
+HOPPER_ONLY = {"gemm_wgmma", "flash_attention_wgmma"}
 
 
 @pytest.fixture
